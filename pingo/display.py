@@ -1,0 +1,97 @@
+"""What a person looks at in a terminal: live progress of a workflow, its DAG by levels."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from typing import Any, TextIO
+
+GLYPH = {
+    "WAITING": "·", "READY": "○", "PROCESSING": "◔", "SUBMITTED": "◑", "RUNNING": "◕",
+    "FINISHED": "●", "REUSED": "♻", "SKIPPED": "↷", "FAILED": "✗", "KILLED": "☠",
+}
+DONE = {"FINISHED", "REUSED", "SKIPPED", "FAILED", "KILLED"}
+
+
+def levels(actions: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Actions grouped by depth: a level's actions depend only on earlier levels."""
+    by_local = {str(a["localId"]): a for a in actions}
+    depth: dict[str, int] = {}
+
+    def d(key: str) -> int:
+        if key not in depth:
+            parents = by_local[key].get("parents", [])
+            depth[key] = 1 + max((d(str(p)) for p in parents if str(p) in by_local), default=-1)
+        return depth[key]
+
+    out: list[list[dict[str, Any]]] = []
+    for key in by_local:
+        lv = d(key)
+        while len(out) <= lv:
+            out.append([])
+        out[lv].append(by_local[key])
+    return out
+
+
+def render_dag(wf: dict[str, Any]) -> list[str]:
+    lines = [f"{wf['id']}  {wf.get('name') or ''}  {wf['state']}"]
+    for i, level in enumerate(levels(wf["actions"])):
+        cells = []
+        for a in level:
+            parents = ",".join(str(p) for p in a.get("parents", []))
+            cells.append(f"{GLYPH.get(a['state'], '?')} {a['localId']}:{a['name']}" + (f" ←{parents}" if parents else ""))
+        lines.append(f"  L{i}  " + "   ".join(cells))
+    legend = "  ".join(f"{g} {s.lower()}" for s, g in GLYPH.items())
+    lines.append(f"  {legend}")
+    return lines
+
+
+def progress_key(wf: dict[str, Any]) -> str:
+    return wf["state"] + "|" + ",".join(f"{a['localId']}={a['state']}" for a in wf["actions"])
+
+
+def render_progress(wf: dict[str, Any], started: float, width: int = 30) -> list[str]:
+    actions = wf["actions"]
+    counts = Counter(a["state"] for a in actions)
+    done = sum(counts[s] for s in DONE)
+    filled = int(width * done / max(1, len(actions)))
+    summary = " ".join(f"{s.lower()}={n}" for s, n in sorted(counts.items()))
+    lines = [f"{wf['id']} [{'█' * filled}{'░' * (width - filled)}] {done}/{len(actions)} "
+             f"{wf['state']} {time.time() - started:5.1f}s  {summary}"]
+    for a in actions:
+        took = ""
+        if a.get("startedAt") and a.get("finishedAt"):
+            took = f" {a['finishedAt'] - a['startedAt']:.1f}s"
+        lines.append(f"  {GLYPH.get(a['state'], '?')} {str(a['localId']):>4} {a['name'][:28]:<28} "
+                     f"{a['state']:<10} {a['decision']:<7}{took}" + (f"  {a['error'][:60]}" if a.get("error") else ""))
+    return lines
+
+
+class LiveView:
+    """Redraws in place on a terminal; elsewhere prints a line whenever something changed."""
+
+    def __init__(self, out: TextIO = sys.stdout) -> None:
+        self.out = out
+        self.tty = out.isatty()
+        self.drawn = 0
+        self.last: str | None = None
+
+    def show(self, lines: list[str], key: str) -> None:
+        if self.tty:
+            if self.drawn:
+                self.out.write(f"\x1b[{self.drawn}F\x1b[J")
+            self.out.write("\n".join(lines) + "\n")
+            self.drawn = len(lines)
+        else:
+            if key != self.last:
+                self.out.write(lines[0] + "\n")
+                self.last = key
+        self.out.flush()
+
+    def final(self, lines: list[str]) -> None:
+        if self.tty:
+            self.show(lines, "")
+        else:
+            self.out.write("\n".join(lines[1:]) + "\n")
+            self.out.flush()

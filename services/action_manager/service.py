@@ -1,0 +1,167 @@
+"""The action manager (thesis section 3.3): scraper -> bounded queue -> pool of submitters.
+
+PROCESSING is the synchronisation state: a scraper owns an action once its guarded
+READY -> PROCESSING write wins, and only the owner (by lease) moves it to SUBMITTED. A
+PROCESSING lease older than ``stale_after`` (its manager died) is taken again by any
+scraper. Submit errors go back to READY, counted, and FAILED past the ceiling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import uuid
+from typing import Any
+
+from shared.events import Event, EventType
+from shared.executors import JobRequest
+from shared.runtime import Context
+from shared.states import ACTION_TRANSITIONS, ActionState
+from shared.store.transitions import transition
+from shared.ticker import Ticker, cancel_all, forever
+
+log = logging.getLogger(__name__)
+A = ActionState
+
+
+class ActionManager:
+    name = "action_manager"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.settings = ctx.settings
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(self.settings.queue_size)
+        self.ticker = Ticker(self.settings.scrape_interval)
+        self.outcomes = ctx.outcomes(self.name)
+        self.tasks: list[asyncio.Task] = []
+
+    async def start(self) -> None:
+        await self.ctx.bus.subscribe(f"pingo.{self.name}", [EventType.ACTION_READY.value], self.on_event)
+        self.tasks.append(asyncio.create_task(forever("action scraper", self.scrape, self.ticker)))
+        for _ in range(self.settings.submitters):
+            self.tasks.append(asyncio.create_task(self.submitter()))
+
+    async def stop(self) -> None:
+        await cancel_all(self.tasks)
+
+    async def on_event(self, event: Event) -> None:
+        self.ticker.poke()
+
+    async def scrape(self) -> bool:
+        """Claim up to the queue's free room; True when a full batch was claimed (more may wait)."""
+        room = self.queue.maxsize - self.queue.qsize()
+        if room <= 0:
+            return False
+        claimed = await self.claim(room)
+        for action in claimed:
+            await self.queue.put(action)
+        return len(claimed) >= room
+
+    async def claim(self, limit: int) -> list[dict[str, Any]]:
+        now = time.time()
+        stale = now - self.settings.stale_after
+        actions = self.ctx.store.actions
+        candidates = [a async for a in actions.find({"state": A.READY}, {"lease_at": 1, "state": 1})
+                      .sort("updated_at", 1).limit(limit)]
+        if len(candidates) < limit:
+            candidates += [a async for a in actions.find(
+                {"state": A.PROCESSING, "lease_at": {"$lt": stale}}, {"lease_at": 1, "state": 1}
+            ).limit(limit - len(candidates))]
+        out = []
+        for c in candidates:
+            where = {} if c["state"] == A.READY else {"lease_at": c["lease_at"]}
+            res = await transition(
+                actions, ACTION_TRANSITIONS, c["_id"], A.PROCESSING, by=self.owner, sources=[c["state"]],
+                where=where, set={"lease_owner": self.owner, "lease_at": time.time()},
+                note=None if c["state"] == A.READY else "stale lease taken over",
+            )
+            if res is not None:
+                out.append(res)
+        return out
+
+    async def submitter(self) -> None:
+        while True:
+            action = await self.queue.get()
+            try:
+                await self.submit(action)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("submitting %s failed unexpectedly", action["_id"])
+            finally:
+                self.queue.task_done()
+
+    async def submit(self, action: dict[str, Any]) -> None:
+        store, storage, executor = self.ctx.store, self.ctx.storage, self.ctx.executor
+        attempt = int(action.get("attempt", 0)) + 1
+        external_id = f"{action['_id']}#{attempt}"
+        attempt_path = storage.attempt_path(action["output_path"], action["_id"], attempt)
+        now = time.time()
+        res = await transition(
+            store.actions, ACTION_TRANSITIONS, action["_id"], A.SUBMITTED, by=self.owner,
+            sources=[A.PROCESSING], where={"lease_owner": self.owner, "lease_at": action["lease_at"]},
+            set={"attempt": attempt, "external_id": external_id, "attempt_path": attempt_path,
+                 "submitted_at": now, "next_poll_at": now + self.settings.poll_interval, "poll_count": 0,
+                 "job_id": None, "executor": executor.name},
+        )
+        if res is None:
+            return  # the lease was taken over, or the action was killed: someone else has it
+        definition = res["definition"]
+        try:
+            await storage.prepare(attempt_path)
+            job_id = await executor.find(external_id)
+            if job_id is None:
+                job_id = await executor.submit(JobRequest(
+                    action_id=res["_id"], external_id=external_id, type=definition["type"],
+                    name=definition["name"], action_folder=res.get("action_folder_path"),
+                    main_class=definition.get("mainClassName"), command=definition.get("command"),
+                    arguments=[*(p["value"] for p in definition.get("additionalInput", [])),
+                               *res.get("input_paths", []), attempt_path],
+                    configuration={p["key"] or "": p["value"] for p in definition.get("configurationParameters", [])},
+                    notify_url=self.notify_url(res),
+                ))
+        except Exception as exc:
+            await self.submit_failed(res, external_id, exc)
+            return
+        done = await store.actions.find_one_and_update(
+            {"_id": res["_id"], "state": A.SUBMITTED, "external_id": external_id}, {"$set": {"job_id": job_id}},
+        )
+        if done is None:
+            # Killed while we were submitting: make sure the job does not run on.
+            await executor.kill(job_id)
+            return
+        await self.outcomes.publish(EventType.ACTION_SUBMITTED, res, job_id=job_id, attempt=attempt)
+        if done.get("kill_requested"):
+            await executor.kill(job_id)
+
+    def notify_url(self, action: dict[str, Any]) -> str:
+        base = self.settings.callback_url.rstrip("/")
+        return f"{base}/callback/{action['_id']}?secret={action['secret']}&jobId=$jobId&status=$status"
+
+    async def submit_failed(self, action: dict[str, Any], external_id: str, exc: Exception) -> None:
+        errors = int(action.get("submit_errors", 0)) + 1
+        message = f"submit failed ({errors}/{self.settings.submit_retry_ceiling}): {exc}"
+        log.warning("%s: %s", action["_id"], message)
+        ceiling = errors >= self.settings.submit_retry_ceiling
+        target = A.FAILED if ceiling else A.READY
+        if ceiling:
+            await self.outcomes.release(action, "submit_failed")
+            await self.outcomes.end_descendants(action)
+        res = await transition(
+            self.ctx.store.actions, ACTION_TRANSITIONS, action["_id"], target, by=self.owner,
+            sources=[A.SUBMITTED], where={"external_id": external_id},
+            set={"submit_errors": errors, "error": message, **({"reason": "submit_failed",
+                 "finished_at": time.time()} if ceiling else {})},
+            note=message,
+        )
+        if res is None:
+            return
+        if ceiling:
+            await self.outcomes.publish(EventType.ACTION_FAILED, res, error=message, reason="submit_failed")
+            await self.outcomes.settle(res["workflow_id"])
+        else:
+            await self.outcomes.publish(EventType.ACTION_READY, res)

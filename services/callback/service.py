@@ -1,0 +1,141 @@
+"""The callback service (thesis section 3.5): the URL executors notify, and the poller.
+
+A notification is only a hint. The endpoint checks the per-action secret, answers at
+once, then asks the executor for the job's real status before any transition. The
+poller asks the executor about every SUBMITTED/RUNNING action on a backoff schedule, so
+a workflow completes even if no notification ever arrives. Each poll is claimed by a
+guarded write of ``next_poll_at``, so replicas share the work instead of repeating it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+from typing import Any
+
+from aiohttp import web
+
+from shared.events import EventType
+from shared.runtime import Context
+from shared.states import ACTION_TRANSITIONS, ActionState, WorkflowState
+from shared.store.transitions import transition
+from shared.ticker import Ticker, cancel_all, forever
+
+log = logging.getLogger(__name__)
+A = ActionState
+
+
+class CallbackService:
+    name = "callback"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.settings = ctx.settings
+        self.outcomes = ctx.outcomes(self.name)
+        self.poll_ticker = Ticker(min(1.0, self.settings.poll_interval))
+        self.repair_ticker = Ticker(self.settings.settle_interval)
+        self.tasks: list[asyncio.Task] = []
+        self.pending: set[asyncio.Task] = set()
+        self.runner: web.AppRunner | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_route("*", "/callback/{action_id}", self.on_callback)
+        app.router.add_get("/healthz", lambda r: web.json_response({"ok": True}))
+        return app
+
+    async def start(self) -> None:
+        self.runner = web.AppRunner(self.app(), access_log=None)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, self.settings.callback_host, self.settings.callback_port).start()
+        self.tasks.append(asyncio.create_task(forever("poller", self.poll, self.poll_ticker)))
+        self.tasks.append(asyncio.create_task(forever("repair", self.repair, self.repair_ticker)))
+
+    async def stop(self) -> None:
+        await cancel_all(self.tasks)
+        await cancel_all(list(self.pending))
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    async def on_callback(self, request: web.Request) -> web.Response:
+        action_id = request.match_info["action_id"]
+        action = await self.ctx.store.actions.find_one({"_id": action_id}, {"secret": 1})
+        if action is None:
+            return web.json_response({"error": f"unknown action {action_id!r}"}, status=404)
+        secret = request.query.get("secret", "")
+        if not hmac.compare_digest(secret.encode(), str(action.get("secret", "")).encode()):
+            log.warning("refused a callback for %s with a wrong secret from %s", action_id, request.remote)
+            return web.json_response({"error": "wrong secret"}, status=403)
+        task = asyncio.create_task(self.confirm(action_id, request.query.get("jobId")))
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+        return web.json_response({"ok": True})
+
+    async def confirm(self, action_id: str, job_id: str | None) -> None:
+        try:
+            action = await self.ctx.store.actions.find_one({"_id": action_id})
+            if action is None or (job_id and action.get("job_id") and job_id != action["job_id"]):
+                return  # a late notification about an earlier attempt
+            await self.outcomes.check(action)
+        except Exception:
+            log.exception("confirming a callback for %s failed; the poller will retry", action_id)
+
+    def backoff(self, polls: int) -> float:
+        return min(self.settings.poll_max_interval, self.settings.poll_interval * (1.5 ** polls))
+
+    async def poll(self) -> bool:
+        now = time.time()
+        actions = self.ctx.store.actions
+        due = [a async for a in actions.find(
+            {"state": {"$in": [A.SUBMITTED, A.RUNNING]}, "next_poll_at": {"$lte": now}}
+        ).sort("next_poll_at", 1).limit(100)]
+        for a in due:
+            polls = int(a.get("poll_count", 0))
+            claimed = await actions.find_one_and_update(
+                {"_id": a["_id"], "state": a["state"], "next_poll_at": a["next_poll_at"]},
+                {"$set": {"next_poll_at": now + self.backoff(polls + 1)}, "$inc": {"poll_count": 1}},
+            )
+            if claimed is None:
+                continue
+            try:
+                if not a.get("job_id"):
+                    await self.recover_unrecorded(a)
+                else:
+                    if a.get("kill_requested"):
+                        await self.ctx.executor.kill(a["job_id"])
+                    await self.outcomes.check(a)
+            except Exception:
+                log.exception("polling %s failed; will retry", a["_id"])
+        return len(due) >= 100
+
+    async def recover_unrecorded(self, action: dict[str, Any]) -> None:
+        """SUBMITTED with no job id: its submitter died between submitting and recording."""
+        if time.time() - float(action.get("submitted_at", 0)) < self.settings.stale_after:
+            return
+        job_id = await self.ctx.executor.find(action["external_id"])
+        if job_id is not None:
+            await self.ctx.store.actions.update_one(
+                {"_id": action["_id"], "state": A.SUBMITTED, "external_id": action["external_id"]},
+                {"$set": {"job_id": job_id}},
+            )
+            return
+        await transition(
+            self.ctx.store.actions, ACTION_TRANSITIONS, action["_id"], A.READY, by=self.name,
+            sources=[A.SUBMITTED], where={"external_id": action["external_id"], "job_id": None},
+            note="submitter lost before the job existed",
+        )
+
+    async def repair(self) -> bool:
+        """Finish what a crash interrupted: children left WAITING with no pending parent,
+        workflows whose actions all ended."""
+        store = self.ctx.store
+        async for a in store.actions.find({"state": A.WAITING, "pending_parents": {"$size": 0}}, {"_id": 1}):
+            res = await transition(store.actions, ACTION_TRANSITIONS, a["_id"], A.READY, by=self.name,
+                                   sources=[A.WAITING], where={"pending_parents": {"$size": 0}})
+            if res:
+                await self.outcomes.publish(EventType.ACTION_READY, res)
+        async for wf in store.workflows.find({"state": WorkflowState.RUNNING}, {"_id": 1}):
+            await self.outcomes.settle(wf["_id"])
+        return False

@@ -1,0 +1,105 @@
+"""The decision service (thesis section 3.7): keeps managed intermediate storage in budget.
+
+Usage is the size of STORED datasets; datasets already marked (STORED_TO_DELETE,
+PROCESSING, DELETING) count as freed, so a run never marks more while deletions are
+pending. Past ``threshold x capacity`` the configured algorithm chooses among unclaimed
+STORED datasets until usage would be under ``target x capacity``; each is marked by a
+guarded write that also requires it to still be unclaimed. One replica decides at a
+time (a lease in the ``locks`` collection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import uuid
+
+from pymongo.errors import DuplicateKeyError
+
+from shared.decision import Candidate, SimplifiedHistory, get_algorithm
+from shared.events import Event, EventType, Subject
+from shared.runtime import Context
+from shared.states import DATASET_TRANSITIONS, DatasetState
+from shared.store.transitions import transition
+from shared.ticker import Ticker, cancel_all, forever
+
+log = logging.getLogger(__name__)
+D = DatasetState
+
+
+async def take_lease(ctx: Context, name: str, owner: str, seconds: float) -> bool:
+    now = time.time()
+    locks = ctx.store.locks
+    res = await locks.find_one_and_update(
+        {"_id": name, "$or": [{"until": {"$lt": now}}, {"owner": owner}]},
+        {"$set": {"owner": owner, "until": now + seconds}},
+    )
+    if res is not None:
+        return True
+    try:
+        await locks.insert_one({"_id": name, "owner": owner, "until": now + seconds})
+        return True
+    except DuplicateKeyError:
+        return False
+
+
+class DecisionService:
+    name = "decision"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.settings = ctx.settings
+        self.algorithm = get_algorithm(self.settings.algorithm)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.ticker = Ticker(self.settings.decision_interval)
+        self.tasks: list[asyncio.Task] = []
+
+    async def start(self) -> None:
+        await self.ctx.bus.subscribe(f"pingo.{self.name}", [EventType.DATASET_STORED.value], self.on_event)
+        self.tasks.append(asyncio.create_task(forever("decision", self.run_once, self.ticker)))
+
+    async def stop(self) -> None:
+        await cancel_all(self.tasks)
+
+    async def on_event(self, event: Event) -> None:
+        self.ticker.poke()
+
+    async def usage(self) -> int:
+        rows = [r async for r in await self.ctx.store.datasets.aggregate([
+            {"$match": {"state": D.STORED}}, {"$group": {"_id": None, "bytes": {"$sum": "$size"}}},
+        ])]
+        return int(rows[0]["bytes"] or 0) if rows else 0
+
+    async def history(self) -> SimplifiedHistory:
+        cursor = self.ctx.store.actions.find({}, {"workflow_id": 1, "hash": 1, "created_at": 1})
+        rows = [a async for a in cursor.sort("created_at", -1).limit(self.settings.history_window)]
+        return SimplifiedHistory.from_actions(rows)
+
+    async def run_once(self) -> bool:
+        if not await take_lease(self.ctx, "decision", self.owner, max(30.0, 3 * self.settings.decision_interval)):
+            return False
+        capacity = self.settings.capacity_bytes
+        used = await self.usage()
+        if used <= self.settings.threshold * capacity:
+            return False
+        to_free = int(used - self.settings.target * capacity)
+        candidates = [
+            Candidate(d["_id"], int(d.get("size") or 0),
+                      float(d.get("compute_seconds_total", 0.0)) / max(1, int(d.get("compute_count", 0))),
+                      float(d.get("last_used_at") or 0.0))
+            async for d in self.ctx.store.datasets.find({"state": D.STORED, "claims": {"$size": 0}})
+        ]
+        chosen = self.algorithm.select(await self.history(), candidates, to_free)
+        log.info("usage %d B > %.0f%% of %d B: %s marks %d datasets to free %d B",
+                 used, 100 * self.settings.threshold, capacity, self.algorithm.name, len(chosen), to_free)
+        for h in chosen:
+            res = await transition(self.ctx.store.datasets, DATASET_TRANSITIONS, h, D.STORED_TO_DELETE,
+                                   by=self.name, sources=[D.STORED], where={"claims": {"$size": 0}},
+                                   set={"marked_by": self.algorithm.name}, note=self.algorithm.name)
+            if res is not None:
+                await self.ctx.bus.publish(Event(type=EventType.DATASET_MARKED, producer=self.name,
+                                                 subject=Subject(dataset_hash=h), payload={"size": res.get("size")}))
+        return False

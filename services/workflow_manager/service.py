@@ -1,0 +1,192 @@
+"""The workflow manager: the HTTP gateway (submit, query, kill) and reuse planning."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+from aiohttp import web
+
+from services.workflow_manager import openapi
+from services.workflow_manager.submission import resolve_paths, submit, undo
+from services.workflow_manager.views import action_view, dataset_view, timeline, workflow_view
+from shared.events import Event
+from shared.runtime import Context
+from shared.states import ACTION_TERMINAL, ActionState, DatasetState, WorkflowState
+from shared.ticker import Ticker, cancel_all, forever
+from shared.workflow_spec import id_order, parse_workflow
+
+log = logging.getLogger(__name__)
+A, W = ActionState, WorkflowState
+BY = "workflow_manager"
+
+
+def error(status: int, message: str, **extra: Any) -> web.Response:
+    return web.json_response({"error": message, **extra}, status=status)
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.content_type == "application/json":
+            raise
+        messages = {413: f"request body too large (limit {request.app['max_body']} bytes)"}
+        return error(exc.status, messages.get(exc.status, exc.reason))
+
+
+class WorkflowManager:
+    name = BY
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.settings = ctx.settings
+        self.outcomes = ctx.outcomes(BY)
+        self.runner: web.AppRunner | None = None
+        self.tasks: list[asyncio.Task] = []
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=self.settings.max_body_bytes, middlewares=[json_errors])
+        app["max_body"] = self.settings.max_body_bytes
+        r = app.router
+        r.add_post("/api/v1/workflows", self.post_workflow)
+        r.add_get("/api/v1/workflows", self.list_workflows)
+        r.add_get("/api/v1/workflows/{id}", self.get_workflow)
+        r.add_post("/api/v1/workflows/{id}/kill", self.kill_workflow)
+        r.add_get("/api/v1/workflows/{id}/timeline", self.get_timeline)
+        r.add_get("/api/v1/datasets", self.list_datasets)
+        r.add_get("/api/v1/openapi.json", lambda _: web.json_response(openapi.document()))
+        r.add_get("/api/v1/events/schema", lambda _: web.json_response(Event.model_json_schema()))
+        r.add_get("/healthz", lambda _: web.json_response({"ok": True}))
+        return app
+
+    async def start(self) -> None:
+        self.runner = web.AppRunner(self.app(), access_log=None)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, self.settings.host, self.settings.port).start()
+        self.tasks.append(asyncio.create_task(forever("planning sweep", self.sweep_planning,
+                                                      Ticker(self.settings.settle_interval))))
+
+    async def stop(self) -> None:
+        await cancel_all(self.tasks)
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+    async def sweep_planning(self) -> bool:
+        """Undo workflows whose planning was cut off (the process died mid-submission)."""
+        cutoff = time.time() - self.settings.stale_after
+        async for wf in self.ctx.store.workflows.find({"state": W.PLANNING, "created_at": {"$lt": cutoff}}, {"_id": 1}):
+            log.warning("workflow %s was left PLANNING; undoing it", wf["_id"])
+            await undo(self.ctx, wf["_id"], "planning interrupted")
+        return False
+
+    async def post_workflow(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return error(400, f"malformed JSON: {exc}")
+        spec, violations = parse_workflow(body)
+        if spec is not None:
+            paths, violations = resolve_paths(spec, self.settings, self.ctx.executor.supports)
+        if violations:
+            return web.json_response(
+                {"error": f"the workflow has {len(violations)} violation(s)",
+                 "violations": [v.model_dump(exclude_none=True) for v in violations]}, status=422)
+        result = await submit(self.ctx, body, spec, paths)
+        wf, docs = result["workflow"], result["actions"]
+        docs.sort(key=lambda d: id_order(d["local_id"]))
+        return web.json_response(
+            {"id": wf["_id"], "state": wf["state"], "actions": [action_view(d, full=False) for d in docs]},
+            status=201, headers={"Location": f"/api/v1/workflows/{wf['_id']}"})
+
+    async def list_workflows(self, request: web.Request) -> web.Response:
+        q: dict[str, Any] = {}
+        problems = []
+        if state := request.query.get("state"):
+            if state not in W.__members__:
+                problems.append(f"state must be one of {', '.join(W.__members__)}")
+            q["state"] = state
+        if name := request.query.get("name"):
+            q["name"] = name
+        try:
+            limit = int(request.query.get("limit", "50"))
+            if not 1 <= limit <= 1000:
+                raise ValueError
+        except ValueError:
+            problems.append("limit must be an integer from 1 to 1000")
+            limit = 50
+        if before := request.query.get("before"):
+            try:
+                q["created_at"] = {"$lt": float(before)}
+            except ValueError:
+                problems.append("before must be a Unix time")
+        if problems:
+            return error(400, "; ".join(problems))
+        cursor = self.ctx.store.workflows.find(q, {"definition": 0, "history": 0}).sort("created_at", -1).limit(limit)
+        return web.json_response({"workflows": [workflow_view(w) async for w in cursor]})
+
+    async def _workflow(self, request: web.Request) -> dict[str, Any] | None:
+        return await self.ctx.store.workflows.find_one({"_id": request.match_info["id"]}, {"definition": 0})
+
+    async def _actions(self, wf_id: str) -> list[dict[str, Any]]:
+        docs = [a async for a in self.ctx.store.actions.find({"workflow_id": wf_id}, {"secret": 0})]
+        return sorted(docs, key=lambda a: id_order(a["local_id"]))
+
+    async def get_workflow(self, request: web.Request) -> web.Response:
+        wf = await self._workflow(request)
+        if wf is None:
+            return error(404, f"no workflow {request.match_info['id']!r}")
+        return web.json_response(workflow_view(wf, await self._actions(wf["_id"])))
+
+    async def get_timeline(self, request: web.Request) -> web.Response:
+        wf = await self._workflow(request)
+        if wf is None:
+            return error(404, f"no workflow {request.match_info['id']!r}")
+        actions = await self._actions(wf["_id"])
+        hashes = sorted({a["hash"] for a in actions if a.get("managed")})
+        datasets = [d async for d in self.ctx.store.datasets.find({"_id": {"$in": hashes}}, {"history": 1})]
+        return web.json_response({"id": wf["_id"], "transitions": timeline(wf, actions, datasets)})
+
+    async def kill_workflow(self, request: web.Request) -> web.Response:
+        wf_id = request.match_info["id"]
+        store = self.ctx.store
+        wf = await store.workflows.find_one_and_update(
+            {"_id": wf_id, "state": W.RUNNING}, {"$set": {"kill_requested": True}})
+        if wf is None:
+            existing = await store.workflows.find_one({"_id": wf_id}, {"state": 1})
+            if existing is None:
+                return error(404, f"no workflow {wf_id!r}")
+            return error(409, f"workflow {wf_id} already ended {existing['state']}")
+        open_states = [str(s) for s in A if s not in ACTION_TERMINAL]
+        await store.actions.update_many({"workflow_id": wf_id, "state": {"$in": open_states}},
+                                        {"$set": {"kill_requested": True, "next_poll_at": time.time()}})
+        for a in await self._actions(wf_id):
+            if a["state"] in (A.WAITING, A.READY, A.PROCESSING):
+                await self.outcomes.kill_pending(a["_id"], "killed")
+            elif a["state"] in (A.SUBMITTED, A.RUNNING) and a.get("job_id"):
+                await self.ctx.executor.kill(a["job_id"])
+                await self.outcomes.check({**a, "kill_requested": True})
+        await self.outcomes.settle(wf_id)
+        wf = await store.workflows.find_one({"_id": wf_id}, {"definition": 0})
+        return web.json_response(workflow_view(wf, await self._actions(wf_id)), status=202)
+
+    async def list_datasets(self, request: web.Request) -> web.Response:
+        q: dict[str, Any] = {}
+        if state := request.query.get("state"):
+            if state not in DatasetState.__members__:
+                return error(400, f"state must be one of {', '.join(DatasetState.__members__)}")
+            q["state"] = state
+        docs = [d async for d in self.ctx.store.datasets.find(q, {"history": 0, "lineage": 0}).sort("updated_at", -1)
+                .limit(int(request.query.get("limit", "1000")))]
+        by_state: dict[str, int] = {}
+        for d in docs:
+            by_state[d["state"]] = by_state.get(d["state"], 0) + int(d.get("size") or 0)
+        return web.json_response({
+            "capacityBytes": self.settings.capacity_bytes, "threshold": self.settings.threshold,
+            "bytesByState": by_state, "datasets": [dataset_view(d) for d in docs],
+        })

@@ -1,0 +1,51 @@
+"""In-process bus for ``pingo dev`` and unit tests: same interface, no broker."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+
+from shared.bus.base import Handler, topic_matches
+from shared.events import Event
+
+log = logging.getLogger(__name__)
+
+
+class MemoryBus:
+    def __init__(self) -> None:
+        self._queues: dict[str, list[str]] = {}
+        self._handlers: dict[str, list[Handler]] = defaultdict(list)
+        self._next: dict[str, int] = defaultdict(int)
+        self._tasks: set[asyncio.Task] = set()
+        self.published: list[Event] = []
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()
+        self._tasks.clear()
+
+    async def publish(self, event: Event) -> None:
+        self.published.append(event)
+        for queue, keys in self._queues.items():
+            if any(topic_matches(k, event.type.value) for k in keys):
+                handlers = self._handlers[queue]
+                # Replicas on one queue share its messages, round robin, as on RabbitMQ.
+                i = self._next[queue] % len(handlers)
+                self._next[queue] += 1
+                task = asyncio.create_task(self._deliver(handlers[i], event))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _deliver(self, handler: Handler, event: Event) -> None:
+        try:
+            await handler(event)
+        except Exception:
+            log.exception("handler failed on %s (the timers will catch up)", event.type)
+
+    async def subscribe(self, queue: str, keys: list[str], handler: Handler) -> None:
+        self._queues[queue] = sorted(set(self._queues.get(queue, [])) | set(keys))
+        self._handlers[queue].append(handler)

@@ -1,0 +1,85 @@
+"""Pingo's configuration: one pydantic settings model, read from ``PINGO_*`` variables.
+
+With nothing set, every service runs on the embedded defaults: an ``nx-27017``
+MongoDB-compatible server under the data directory, the in-process bus, the local
+executor and the local filesystem.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PINGO_", env_nested_delimiter="__", extra="ignore")
+
+    data_dir: Path = Field(Path(".pingo"), description="Where embedded MongoDB data, datasets and local jobs live.")
+
+    mongo_url: str | None = Field(None, description="MongoDB URL; unset starts the embedded nx-27017 server.")
+    mongo_db: str = "pingo"
+    embedded_mongo_port: int = 27018
+
+    amqp_url: str | None = Field(None, description="RabbitMQ URL; unset uses the in-process bus.")
+    exchange: str = "pingo.events"
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, description="Gateway (workflow manager) HTTP port.")
+    callback_host: str = "127.0.0.1"
+    callback_port: int = 8081
+    callback_base_url: str | None = Field(
+        None, description="URL executors call back on; default http://<callback_host>:<callback_port>."
+    )
+    max_body_bytes: int = 1_048_576
+
+    executor: Literal["local"] = "local"
+    storage: Literal["local"] = "local"
+    managed_root: Path | None = Field(None, description="Managed datasets root; default <data_dir>/datasets.")
+    output_roots: list[Path] = Field(
+        default_factory=list, description="Where unmanaged outputs may go; default <data_dir>/outputs."
+    )
+    action_roots: list[Path] = Field(
+        default_factory=list, description="Where actionFolder may point; default the working directory."
+    )
+    local_slots: int = Field(4, description="Local executor: actions running at once on this machine.")
+
+    scrape_interval: float = Field(5.0, description="Fallback timer of the scrapers, seconds.")
+    stale_after: float = Field(60.0, description="PROCESSING older than this is taken again, seconds.")
+    submit_retry_ceiling: int = 3
+    submitters: int = 4
+    queue_size: int = 64
+    poll_interval: float = Field(2.0, description="First poll of a SUBMITTED/RUNNING action, seconds.")
+    poll_max_interval: float = 30.0
+    settle_interval: float = 10.0
+
+    capacity_bytes: int = Field(10 * 1024**3, description="Budget for managed intermediate datasets.")
+    threshold: float = Field(0.9, description="Decision runs when usage passes threshold x capacity.")
+    target: float = Field(0.8, description="...and frees until usage is under target x capacity.")
+    algorithm: str = "adaptive"
+    history_window: int = Field(10_000, description="Actions in the decision's rolling window.")
+    decision_interval: float = 10.0
+    orphan_sweep_interval: float = 300.0
+
+    @cached_property
+    def managed_dir(self) -> Path:
+        return (self.managed_root or self.data_dir / "datasets").resolve()
+
+    @cached_property
+    def allowed_output_roots(self) -> list[Path]:
+        return [p.resolve() for p in (self.output_roots or [self.data_dir / "outputs"])]
+
+    @cached_property
+    def allowed_action_roots(self) -> list[Path]:
+        return [p.resolve() for p in (self.action_roots or [Path.cwd()])]
+
+    @property
+    def callback_url(self) -> str:
+        return self.callback_base_url or f"http://{self.callback_host}:{self.callback_port}"
+
+    @property
+    def jobs_dir(self) -> Path:
+        return (self.data_dir / "local-jobs").resolve()

@@ -1,0 +1,162 @@
+"""What happens when the executor says an action ended (thesis section 3.5, design.md section 4).
+
+Every step is idempotent and the action's own terminal transition comes last, so a
+duplicated, reordered or late notification, or a crash half-way, is repaired by simply
+applying the same status again (the poller does). The executor's word is always
+re-read before acting: a notification alone never moves anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from shared.bus import Bus
+from shared.events import Event, EventType, Subject
+from shared.executors import Executor, JobState, JobStatus
+from shared.states import ACTION_TRANSITIONS, ActionState
+from shared.storage import Storage
+from shared.store import Store
+from shared.store import datasets as ds
+from shared.store.transitions import transition
+from shared.store.workflows import settle
+
+log = logging.getLogger(__name__)
+A = ActionState
+
+
+@dataclass
+class Outcomes:
+    store: Store
+    storage: Storage
+    bus: Bus
+    executor: Executor
+    by: str
+
+    async def publish(self, type_: EventType, action: dict[str, Any], **payload: Any) -> None:
+        await self.bus.publish(Event(
+            type=type_, producer=self.by,
+            subject=Subject(workflow_id=action.get("workflow_id"), action_id=action["_id"],
+                            dataset_hash=action.get("hash")),
+            payload=payload,
+        ))
+
+    async def check(self, action: dict[str, Any]) -> None:
+        """Ask the executor about one SUBMITTED/RUNNING action and act on its answer."""
+        if action["state"] not in (A.SUBMITTED, A.RUNNING) or not action.get("job_id"):
+            return
+        status = await self.executor.status(action["job_id"])
+        await self.apply(action, status)
+
+    async def apply(self, action: dict[str, Any], status: JobStatus) -> None:
+        job = {"job_id": action["job_id"]}
+        if status.state == JobState.RUNNING and action["state"] == A.SUBMITTED:
+            res = await transition(self.store.actions, ACTION_TRANSITIONS, action["_id"], A.RUNNING,
+                                   by=self.by, sources=[A.SUBMITTED], where=job,
+                                   set={"started_at": status.started_at or time.time()})
+            if res:
+                await self.publish(EventType.ACTION_RUNNING, res)
+        elif status.state == JobState.SUCCEEDED:
+            await self.succeed(action, status)
+        elif status.state in (JobState.FAILED, JobState.KILLED):
+            killed = bool(action.get("kill_requested"))
+            reason = "killed" if killed else "action_failed"
+            await self.end(action, A.KILLED if killed else A.FAILED, status.error or reason, reason)
+
+    async def succeed(self, action: dict[str, Any], status: JobStatus) -> None:
+        final, attempt = action["output_path"], action["attempt_path"]
+        await self.storage.commit(attempt, final, replace=bool(action.get("force")))
+        size = await self.storage.size(final)
+        started = status.started_at or action.get("submitted_at") or time.time()
+        seconds = max(0.0, (status.ended_at or time.time()) - started)
+        if action.get("managed"):
+            try:
+                await ds.record_output(self.store, action["hash"], action["_id"], size, seconds,
+                                       bool(action.get("leaf")), self.by)
+            except ds.Deferred:
+                log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
+                return
+        await ds.release_claims(self.store, action.get("claims", []), action["_id"])
+        await self.ready_children(action)
+        res = await transition(
+            self.store.actions, ACTION_TRANSITIONS, action["_id"], A.FINISHED, by=self.by,
+            sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
+            set={"finished_at": time.time(), "size": size, "seconds": seconds,
+                 "started_at": status.started_at or action.get("started_at")},
+        )
+        if res is None:
+            return
+        await self.publish(EventType.ACTION_FINISHED, res, size=size, seconds=seconds)
+        if action.get("managed"):
+            await self.publish(EventType.DATASET_STORED, res, size=size)
+        await self.settle(res["workflow_id"])
+
+    async def ready_children(self, action: dict[str, Any]) -> None:
+        for child_id in action.get("children", []):
+            child = await self.store.actions.find_one_and_update(
+                {"_id": child_id}, {"$pull": {"pending_parents": action["_id"]}},
+                projection={"pending_parents": 1, "state": 1},
+            )
+            if child is None or child["state"] != A.WAITING:
+                continue
+            res = await transition(self.store.actions, ACTION_TRANSITIONS, child_id, A.READY, by=self.by,
+                                   sources=[A.WAITING], where={"pending_parents": {"$size": 0}})
+            if res:
+                await self.publish(EventType.ACTION_READY, res)
+
+    async def end(self, action: dict[str, Any], target: ActionState, error: str, reason: str) -> None:
+        """FAILED or KILLED: free what it held, end what waited on it, then the action itself."""
+        await self.release(action, reason)
+        await self.end_descendants(action)
+        res = await transition(
+            self.store.actions, ACTION_TRANSITIONS, action["_id"], target, by=self.by,
+            sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
+            set={"finished_at": time.time(), "error": error, "reason": reason}, note=reason,
+        )
+        if res is None:
+            return
+        event = EventType.ACTION_KILLED if target == A.KILLED else EventType.ACTION_FAILED
+        await self.publish(event, res, error=error, reason=reason)
+        await self.settle(res["workflow_id"])
+
+    async def release(self, action: dict[str, Any], reason: str) -> None:
+        if action.get("managed"):
+            await ds.abandon(self.store, action["hash"], action["_id"], self.by, reason)
+        if action.get("attempt_path"):
+            await self.storage.discard(action["attempt_path"])
+        await ds.release_claims(self.store, action.get("claims", []), action["_id"])
+
+    async def end_descendants(self, action: dict[str, Any], reason: str = "upstream_failed") -> None:
+        """Computed descendants that have not started end KILLED, releasing their claims."""
+        seen: set[str] = set()
+        queue = deque(action.get("children", []))
+        while queue:
+            child_id = queue.popleft()
+            if child_id in seen:
+                continue
+            seen.add(child_id)
+            res = await self.kill_pending(child_id, reason)
+            doc = res or await self.store.actions.find_one({"_id": child_id}, {"children": 1})
+            queue.extend((doc or {}).get("children", []))
+
+    async def kill_pending(self, action_id: str, reason: str) -> dict[str, Any] | None:
+        """End an action that has no job yet (WAITING, READY, PROCESSING) as KILLED."""
+        res = await transition(
+            self.store.actions, ACTION_TRANSITIONS, action_id, A.KILLED, by=self.by,
+            sources=[A.WAITING, A.READY, A.PROCESSING],
+            set={"finished_at": time.time(), "reason": reason, "error": reason}, note=reason,
+        )
+        if res is not None:
+            await self.release(res, reason)
+            await self.publish(EventType.ACTION_KILLED, res, reason=reason)
+        return res
+
+    async def settle(self, workflow_id: str) -> None:
+        res = await settle(self.store, workflow_id, self.by)
+        if res is not None:
+            await self.bus.publish(Event(type=EventType.WORKFLOW_FINISHED, producer=self.by,
+                                         subject=Subject(workflow_id=workflow_id),
+                                         payload={"state": res["state"]}))

@@ -1,0 +1,74 @@
+"""Reuse planning: thesis Algorithm 4, corrected.
+
+Actions are visited children first. An action is *needed* when it is a leaf or feeds a
+computed child. A needed managed action whose dataset is stored is reused, but only once
+its claim (for every computed child) is taken atomically through the ``DatasetGate``;
+a lost race means computing it. An action that is not needed is skipped with every
+ancestor that only fed it. Unmanaged and forced actions always compute.
+
+The same function plans for the workflow manager (gate over MongoDB) and for the
+simulator (gate over an in-memory set), so both decide identically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import networkx as nx
+
+from shared.hashing import canonical
+from shared.workflow_spec import ActionId, ActionSpec, WorkflowSpec, id_order
+
+Decision = Literal["compute", "reuse"]
+
+
+class DatasetGate(Protocol):
+    async def try_reuse(self, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> bool: ...
+
+
+@dataclass
+class PlannedAction:
+    spec: ActionSpec
+    hash: str
+    lineage: dict
+    leaf: bool
+    decision: Decision
+    reason: str
+    children: list[ActionId] = field(default_factory=list)
+
+    @property
+    def computed(self) -> bool:
+        return self.decision == "compute"
+
+
+def lineage_of(spec: ActionSpec, hashes: dict[ActionId, str]) -> dict:
+    return {
+        "definition": canonical(spec.definition()),
+        "parents": [hashes[p] for p in sorted(spec.parents, key=id_order)],
+    }
+
+
+async def plan(spec: WorkflowSpec, hashes: dict[ActionId, str], gate: DatasetGate) -> dict[ActionId, PlannedAction]:
+    g = spec.graph()
+    by_id = spec.by_id()
+    out: dict[ActionId, PlannedAction] = {}
+    for aid in reversed(list(nx.topological_sort(g))):
+        a = by_id[aid]
+        children = sorted(g.successors(aid), key=id_order)
+        computed_children = [c for c in children if out[c].computed]
+        leaf = not children
+        lineage = lineage_of(a, hashes)
+        decision: Decision
+        if not leaf and not computed_children:
+            decision, reason = "reuse", "feeds_only_reused"
+        elif not a.isManaged:
+            decision, reason = "compute", "unmanaged"
+        elif a.forceComputation:
+            decision, reason = "compute", "forced"
+        elif await gate.try_reuse(hashes[aid], lineage, computed_children, leaf):
+            decision, reason = "reuse", "stored"
+        else:
+            decision, reason = "compute", "not_stored"
+        out[aid] = PlannedAction(a, hashes[aid], lineage, leaf, decision, reason, children)
+    return out

@@ -1,0 +1,109 @@
+"""The state machines of Pingo's three entities, as data.
+
+Every writer moves a document through ``transition()`` in ``shared.store.transitions``,
+which refuses any move that is not in these tables. Terminal states have no exits.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ActionState(StrEnum):
+    WAITING = "WAITING"
+    READY = "READY"
+    PROCESSING = "PROCESSING"
+    SUBMITTED = "SUBMITTED"
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+    # Not computed in this workflow: its stored output was reused (REUSED), or it only
+    # fed actions that reuse theirs (SKIPPED).
+    REUSED = "REUSED"
+    SKIPPED = "SKIPPED"
+
+
+class DatasetState(StrEnum):
+    TO_STORE = "TO_STORE"
+    TO_LEAF = "TO_LEAF"
+    STORED = "STORED"
+    LEAF = "LEAF"
+    STORED_TO_DELETE = "STORED_TO_DELETE"
+    PROCESSING = "PROCESSING"
+    DELETING = "DELETING"
+    DELETED = "DELETED"
+
+
+class WorkflowState(StrEnum):
+    PLANNING = "PLANNING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
+A, D, W = ActionState, DatasetState, WorkflowState
+
+ACTION_TRANSITIONS: dict[ActionState, frozenset[ActionState]] = {
+    A.WAITING: frozenset({A.READY, A.KILLED}),
+    # READY -> PROCESSING is the scraper's claim; PROCESSING -> PROCESSING retakes a stale one.
+    A.READY: frozenset({A.PROCESSING, A.KILLED}),
+    A.PROCESSING: frozenset({A.PROCESSING, A.SUBMITTED, A.READY, A.FAILED, A.KILLED}),
+    # SUBMITTED -> READY is a submit error below the retry ceiling; FAILED above it.
+    A.SUBMITTED: frozenset({A.RUNNING, A.READY, A.FINISHED, A.FAILED, A.KILLED}),
+    A.RUNNING: frozenset({A.FINISHED, A.FAILED, A.KILLED}),
+    A.FINISHED: frozenset(),
+    A.FAILED: frozenset(),
+    A.KILLED: frozenset(),
+    A.REUSED: frozenset(),
+    A.SKIPPED: frozenset(),
+}
+ACTION_INITIAL = frozenset({A.WAITING, A.READY, A.REUSED, A.SKIPPED})
+ACTION_TERMINAL = frozenset(s for s, nxt in ACTION_TRANSITIONS.items() if not nxt)
+ACTION_IN_FLIGHT = frozenset({A.PROCESSING, A.SUBMITTED, A.RUNNING})
+
+DATASET_TRANSITIONS: dict[DatasetState, frozenset[DatasetState]] = {
+    # A second workflow computing the same hash as a leaf promotes TO_STORE to TO_LEAF.
+    D.TO_STORE: frozenset({D.TO_LEAF, D.STORED, D.LEAF, D.DELETED}),
+    D.TO_LEAF: frozenset({D.LEAF, D.DELETED}),
+    # STORED -> STORED re-records size/time after a forced recomputation.
+    D.STORED: frozenset({D.STORED, D.LEAF, D.STORED_TO_DELETE}),
+    D.LEAF: frozenset({D.LEAF}),
+    # A marked dataset whose file is still whole can be taken back by a planner that
+    # wants it (revive), instead of being deleted and computed again.
+    D.STORED_TO_DELETE: frozenset({D.PROCESSING, D.STORED, D.LEAF}),
+    D.PROCESSING: frozenset({D.PROCESSING, D.DELETING, D.STORED_TO_DELETE, D.STORED, D.LEAF}),
+    D.DELETING: frozenset({D.DELETING, D.DELETED, D.STORED_TO_DELETE}),
+    D.DELETED: frozenset({D.TO_STORE, D.TO_LEAF, D.STORED, D.LEAF}),
+}
+DATASET_INITIAL = frozenset({D.TO_STORE, D.TO_LEAF})
+# Datasets whose file is whole and may be read by a new workflow.
+DATASET_REUSABLE = frozenset({D.STORED, D.LEAF, D.STORED_TO_DELETE, D.PROCESSING})
+# Datasets counted as freed by the decision service: deletion is under way.
+DATASET_PENDING_DELETE = frozenset({D.STORED_TO_DELETE, D.PROCESSING, D.DELETING})
+
+WORKFLOW_TRANSITIONS: dict[WorkflowState, frozenset[WorkflowState]] = {
+    W.PLANNING: frozenset({W.RUNNING, W.SUCCEEDED, W.FAILED}),
+    W.RUNNING: frozenset({W.SUCCEEDED, W.FAILED, W.KILLED}),
+    W.SUCCEEDED: frozenset(),
+    W.FAILED: frozenset(),
+    W.KILLED: frozenset(),
+}
+WORKFLOW_TERMINAL = frozenset(s for s, nxt in WORKFLOW_TRANSITIONS.items() if not nxt)
+
+TABLES = {"action": ACTION_TRANSITIONS, "dataset": DATASET_TRANSITIONS, "workflow": WORKFLOW_TRANSITIONS}
+
+
+class IllegalTransition(ValueError):
+    pass
+
+
+def sources_for(table: dict, target: str) -> list[str]:
+    """Every state from which ``target`` may be reached in ``table``."""
+    return sorted(str(s) for s, nxt in table.items() if target in nxt)
+
+
+def check(table: dict, source: str, target: str) -> None:
+    if target not in table.get(source, ()):
+        raise IllegalTransition(f"{source} -> {target} is not an allowed transition")

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+ATTEMPTS_DIR = ".pingo-attempts"
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    mtime: float
+
+
+class Storage(Protocol):
+    root: str
+
+    def attempt_path(self, final: str, action_id: str, attempt: int) -> str:
+        """The private path one attempt writes to; committed to ``final`` by rename."""
+
+    async def prepare(self, attempt: str) -> None:
+        """Make the attempt path's parent; clear a leftover attempt of the same name."""
+
+    async def commit(self, attempt: str, final: str, replace: bool = False) -> bool:
+        """Move the attempt's output to ``final``. The first commit wins: a later one is
+        discarded (False) unless ``replace``. Repeating a done commit is True."""
+
+    async def discard(self, path: str) -> None: ...
+
+    async def delete(self, path: str) -> None:
+        """Recursive; a missing path is not an error."""
+
+    async def size(self, path: str) -> int | None: ...
+
+    async def exists(self, path: str) -> bool: ...
+
+    async def list_root(self) -> list[Entry]:
+        """Entries directly under the managed root, and under its attempts folder."""

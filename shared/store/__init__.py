@@ -1,0 +1,3 @@
+from shared.store.client import Store, connect
+
+__all__ = ["Store", "connect"]

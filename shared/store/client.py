@@ -1,0 +1,66 @@
+"""The MongoDB connection (PyMongo's async API) and the indexes every hot query uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pymongo import ASCENDING, AsyncMongoClient
+from pymongo.asynchronous.collection import AsyncCollection
+from pymongo.asynchronous.database import AsyncDatabase
+
+INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
+    "datasets": [
+        ([("hash", ASCENDING)], {"unique": True}),
+        ([("state", ASCENDING), ("updated_at", ASCENDING)], {}),
+    ],
+    "actions": [
+        # scraper (READY / stale PROCESSING), poller (SUBMITTED/RUNNING due), settle, window.
+        ([("state", ASCENDING), ("updated_at", ASCENDING)], {}),
+        ([("state", ASCENDING), ("next_poll_at", ASCENDING)], {}),
+        ([("workflow_id", ASCENDING)], {}),
+        ([("created_at", ASCENDING)], {}),
+    ],
+    "workflows": [
+        ([("state", ASCENDING), ("created_at", ASCENDING)], {}),
+        ([("created_at", ASCENDING)], {}),
+    ],
+}
+
+
+@dataclass
+class Store:
+    client: AsyncMongoClient
+    db: AsyncDatabase
+
+    @property
+    def workflows(self) -> AsyncCollection:
+        return self.db["workflows"]
+
+    @property
+    def actions(self) -> AsyncCollection:
+        return self.db["actions"]
+
+    @property
+    def datasets(self) -> AsyncCollection:
+        return self.db["datasets"]
+
+    @property
+    def locks(self) -> AsyncCollection:
+        return self.db["locks"]
+
+    async def ensure_indexes(self) -> None:
+        for name, specs in INDEXES.items():
+            for keys, opts in specs:
+                await self.db[name].create_index(keys, **opts)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+async def connect(url: str, db_name: str, *, indexes: bool = True) -> Store:
+    client: AsyncMongoClient = AsyncMongoClient(url, serverSelectionTimeoutMS=10_000, tz_aware=True)
+    await client.admin.command("ping")
+    store = Store(client=client, db=client[db_name])
+    if indexes:
+        await store.ensure_indexes()
+    return store

@@ -1,0 +1,155 @@
+"""Dataset documents: one per lineage hash, cycling through thesis Table 3.2.
+
+``claims`` lists the actions that will read the dataset (it is never deleted while any
+remain); ``producers`` lists the actions computing it now.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from pymongo import ReturnDocument
+from pymongo.errors import DuplicateKeyError
+
+from shared.states import DATASET_REUSABLE, DATASET_TRANSITIONS, DatasetState
+from shared.store.client import Store
+from shared.store.transitions import decode, history_entry, transition
+
+log = logging.getLogger(__name__)
+D = DatasetState
+
+
+def _lineage_matches(doc: dict[str, Any], lineage: dict[str, Any]) -> bool:
+    """The thesis's second step: a hash match is only a reuse if the lineage is identical."""
+    stored = doc.get("lineage")
+    if stored is not None and stored != lineage:
+        log.error("lineage hash collision on %s: stored %r, asked %r", doc["_id"], stored, lineage)
+        return False
+    return True
+
+
+async def get(store: Store, h: str) -> dict[str, Any] | None:
+    return decode(await store.datasets.find_one({"_id": h}))
+
+
+async def try_reuse(
+    store: Store, h: str, lineage: dict[str, Any], claimants: list[str], leaf: bool, by: str
+) -> bool:
+    """Claim a stored dataset for ``claimants`` atomically; False means compute instead.
+
+    A dataset marked for deletion whose file is still whole is taken back (revived)
+    rather than deleted and computed again. A leaf that reuses a STORED dataset
+    promotes it to LEAF so the decision algorithm can never choose it.
+    """
+    for _ in range(3):
+        doc = await get(store, h)
+        if doc is None or doc["state"] not in DATASET_REUSABLE or not _lineage_matches(doc, lineage):
+            return False
+        state = doc["state"]
+        target = D.LEAF if (leaf or state == D.LEAF) else D.STORED
+        now = time.time()
+        extra = {"last_used_at": now}
+        if state == target:
+            res = await store.datasets.find_one_and_update(
+                {"_id": h, "state": state},
+                {"$addToSet": {"claims": {"$each": claimants}}, "$set": extra, "$inc": {"use_count": 1}},
+                return_document=ReturnDocument.AFTER,
+            )
+        else:
+            res = await transition(
+                store.datasets, DATASET_TRANSITIONS, h, target, by=by, sources=[state],
+                set=extra, add_to_set={"claims": claimants}, inc={"use_count": 1},
+                note="reused" if state in (D.STORED, D.LEAF) else "revived by a reuse",
+            )
+        if res is not None:
+            return True
+    return False
+
+
+async def prepare_compute(
+    store: Store, h: str, lineage: dict[str, Any], path: str, producer: str, leaf: bool, by: str
+) -> None:
+    """Record that ``producer`` will compute dataset ``h`` (creating the document if new)."""
+    to = D.TO_LEAF if leaf else D.TO_STORE
+    for _ in range(10):
+        doc = await get(store, h)
+        now = time.time()
+        if doc is None:
+            try:
+                await store.datasets.insert_one({
+                    "_id": h, "hash": h, "state": str(to), "lineage": lineage, "path": path,
+                    "claims": [], "producers": [producer], "size": None,
+                    "compute_seconds_total": 0.0, "compute_count": 0, "use_count": 1,
+                    "created_at": now, "updated_at": now, "last_used_at": now,
+                    "history": [history_entry(to, by)],
+                })
+                return
+            except DuplicateKeyError:
+                continue
+        state = doc["state"]
+        common = {"set": {"last_used_at": now}, "add_to_set": {"producers": [producer]}, "by": by}
+        if state == D.DELETED:
+            res = await transition(store.datasets, DATASET_TRANSITIONS, h, to, sources=[state], **common)
+        elif state == D.TO_STORE and leaf:
+            res = await transition(store.datasets, DATASET_TRANSITIONS, h, D.TO_LEAF, sources=[state], **common)
+        elif state in (D.STORED_TO_DELETE, D.PROCESSING) or (state == D.STORED and leaf):
+            # A forced recomputation of a dataset marked for deletion: take it back first,
+            # so the deletor cannot remove the new output after it is committed.
+            target = D.LEAF if leaf else D.STORED
+            res = await transition(
+                store.datasets, DATASET_TRANSITIONS, h, target, sources=[state], note="forced", **common
+            )
+        else:
+            res = await store.datasets.find_one_and_update(
+                {"_id": h, "state": state},
+                {"$addToSet": {"producers": producer}, "$set": {"last_used_at": now}, "$inc": {"use_count": 1}},
+            )
+        if res is not None:
+            return
+    raise RuntimeError(f"dataset {h} kept changing while preparing its computation")
+
+
+class Deferred(Exception):
+    """The dataset is being deleted right now: commit the new output after it is gone."""
+
+
+async def record_output(
+    store: Store, h: str, producer: str, size: int | None, seconds: float, leaf: bool, by: str
+) -> dict[str, Any] | None:
+    """After a producer succeeded and its output was committed: STORED or LEAF, with stats."""
+    doc = await get(store, h)
+    if doc is None:
+        return None
+    state = doc["state"]
+    if state in (D.PROCESSING, D.DELETING):
+        raise Deferred(h)
+    counted = producer in doc.get("producers", [])
+    update: dict[str, Any] = {
+        "set": {"size": size, "committed_at": time.time()},
+        "pull": {"producers": [producer]},
+        "inc": {"compute_seconds_total": seconds, "compute_count": 1} if counted else None,
+    }
+    if state == D.STORED_TO_DELETE:
+        return decode(await store.datasets.find_one_and_update(
+            {"_id": h, "state": state}, {"$pull": {"producers": producer}},
+            return_document=ReturnDocument.AFTER,
+        ))
+    target = D.LEAF if (leaf or state in (D.LEAF, D.TO_LEAF)) else D.STORED
+    res = await transition(store.datasets, DATASET_TRANSITIONS, h, target, by=by, sources=[state], **update)
+    return res if res is not None else await get(store, h)
+
+
+async def abandon(store: Store, h: str, producer: str, by: str, reason: str) -> None:
+    """A producer failed or was killed: forget it; with no producer left nothing exists."""
+    await store.datasets.update_one({"_id": h}, {"$pull": {"producers": producer}})
+    await transition(
+        store.datasets, DATASET_TRANSITIONS, h, D.DELETED, by=by, sources=[D.TO_STORE, D.TO_LEAF],
+        where={"producers": {"$size": 0}}, note=reason,
+    )
+
+
+async def release_claims(store: Store, hashes: list[str], claimant: str) -> None:
+    if hashes:
+        await store.datasets.update_many({"_id": {"$in": hashes}}, {"$pull": {"claims": claimant}})

@@ -1,0 +1,78 @@
+"""The one way a document changes state: a guarded ``find_one_and_update``.
+
+The filter names every state the table allows the move from (or the caller's narrower
+list); the update sets the new state and appends ``{state, at, by}`` to the document's
+history in the same write. ``None`` back means someone else moved it first: normal.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from pymongo import ReturnDocument
+from pymongo.asynchronous.collection import AsyncCollection
+
+from shared.states import check, sources_for
+
+
+async def transition(
+    coll: AsyncCollection,
+    table: dict,
+    doc_id: Any,
+    target: str,
+    *,
+    by: str,
+    sources: list[str] | None = None,
+    where: dict[str, Any] | None = None,
+    set: dict[str, Any] | None = None,
+    unset: list[str] | None = None,
+    add_to_set: dict[str, list[Any]] | None = None,
+    pull: dict[str, list[Any]] | None = None,
+    inc: dict[str, float] | None = None,
+    note: str | None = None,
+) -> dict[str, Any] | None:
+    allowed = sources_for(table, target)
+    for s in sources or allowed:
+        check(table, s, target)
+    now = time.time()
+    entry: dict[str, Any] = {"state": str(target), "at": now, "by": by}
+    if note:
+        entry["note"] = note
+    update: dict[str, Any] = {
+        "$set": {"state": str(target), "updated_at": now, **(set or {})},
+        "$push": {"history": entry},
+    }
+    if unset:
+        update["$unset"] = dict.fromkeys(unset, "")
+    if add_to_set:
+        update["$addToSet"] = {k: {"$each": v} for k, v in add_to_set.items()}
+    if pull:
+        update["$pull"] = {k: {"$in": v} for k, v in pull.items()}
+    if inc:
+        update["$inc"] = inc
+    query = {"_id": doc_id, "state": {"$in": [str(s) for s in (sources or allowed)]}, **(where or {})}
+    doc = await coll.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
+    return decode(doc)
+
+
+def history_entry(state: str, by: str, note: str | None = None, at: float | None = None) -> dict[str, Any]:
+    entry: dict[str, Any] = {"state": str(state), "at": at if at is not None else time.time(), "by": by}
+    if note:
+        entry["note"] = note
+    return entry
+
+
+def decode(doc: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Read a document's history back as dicts.
+
+    Some wire-compatible servers (nx-27017) keep ``$push``ed subdocuments as JSON
+    text; real MongoDB keeps them as documents. Both read back the same here.
+    """
+    if doc is None:
+        return None
+    hist = doc.get("history")
+    if hist and any(isinstance(h, str) for h in hist):
+        doc["history"] = [json.loads(h) if isinstance(h, str) else h for h in hist]
+    return doc

@@ -1,0 +1,46 @@
+"""Wake on an event or on a timer, whichever comes first: events are hints, timers the floor."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+log = logging.getLogger(__name__)
+
+
+class Ticker:
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._event = asyncio.Event()
+
+    def poke(self) -> None:
+        self._event.set()
+
+    async def wait(self) -> None:
+        try:
+            await asyncio.wait_for(self._event.wait(), self.interval)
+        except TimeoutError:
+            pass
+        self._event.clear()
+
+
+async def forever(name: str, step: Callable[[], Awaitable[bool]], ticker: Ticker) -> None:
+    """Run ``step`` again at once while it says there is more to do, else after the ticker."""
+    while True:
+        try:
+            more = await step()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s: step failed; retrying after the timer", name)
+            more = False
+        if not more:
+            await ticker.wait()
+
+
+async def cancel_all(tasks: list[asyncio.Task]) -> None:
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    tasks.clear()

@@ -1,0 +1,330 @@
+"""The workflow definition language (design.md section 2): parsing and validation.
+
+Both accepted formats are turned into one normalized ``WorkflowSpec``. Validation never
+stops at the first problem: it returns every violation with where it is, so a user fixes
+a workflow in one round trip.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import PurePosixPath
+from typing import Any
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+ActionId = int | str
+
+
+class ActionType(StrEnum):
+    COMMAND_LINE = "COMMAND_LINE"
+    SHELL = "SHELL"
+    MAP_REDUCE = "MAP_REDUCE"
+
+
+# List fields of these types are sets for equivalence (thesis Fig. 3.3).
+ORDER_INSENSITIVE = frozenset({ActionType.MAP_REDUCE})
+REQUIRED_FIELDS: dict[ActionType, tuple[str, ...]] = {
+    ActionType.COMMAND_LINE: ("actionFolder", "mainClassName"),
+    ActionType.SHELL: ("command",),
+    ActionType.MAP_REDUCE: ("actionFolder", "configurationParameters"),
+}
+
+
+class Param(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    key: str | None = None
+    value: str
+
+
+class Violation(BaseModel):
+    loc: str = Field(description="Where, as a JSON path: actions[2].mainClassName")
+    message: str
+    actionId: ActionId | None = None
+    field: str | None = None
+
+
+class ActionSpec(BaseModel):
+    id: ActionId
+    name: str
+    type: ActionType
+    parents: list[ActionId] = Field(default_factory=list)
+    actionFolder: str | None = None
+    mainClassName: str | None = None
+    command: list[str] | None = None
+    additionalInput: list[Param] = Field(default_factory=list)
+    configurationParameters: list[Param] = Field(default_factory=list)
+    forceComputation: bool = False
+    isManaged: bool = True
+    outputPath: str | None = None
+
+    def definition(self) -> dict[str, Any]:
+        """The fields that define the computation: what equivalence is judged on."""
+        params = [p.model_dump() for p in self.additionalInput]
+        conf = [p.model_dump() for p in self.configurationParameters]
+        if self.type in ORDER_INSENSITIVE:
+            params.sort(key=lambda p: (p["key"] or "", p["value"]))
+            conf.sort(key=lambda p: (p["key"] or "", p["value"]))
+        return {
+            "type": self.type.value,
+            "name": self.name,
+            "actionFolder": self.actionFolder,
+            "mainClassName": self.mainClassName,
+            "command": self.command,
+            "additionalInput": params,
+            "configurationParameters": conf,
+        }
+
+
+class WorkflowSpec(BaseModel):
+    name: str
+    startActionId: ActionId | None = None
+    endActionId: ActionId | None = None
+    actions: list[ActionSpec]
+
+    def by_id(self) -> dict[ActionId, ActionSpec]:
+        return {a.id: a for a in self.actions}
+
+    def graph(self) -> nx.DiGraph:
+        g = nx.DiGraph()
+        for a in self.actions:
+            g.add_node(a.id)
+            for p in a.parents:
+                g.add_edge(p, a.id)
+        return g
+
+
+def id_order(value: ActionId) -> tuple[int, int | str]:
+    """Parents are ordered by id (the argument contract); ints before strings."""
+    return (0, value) if isinstance(value, int) else (1, value)
+
+
+class _RawParam(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    key: str | None = None
+    value: str | int | float | bool
+
+    def to_param(self) -> Param:
+        v = self.value
+        text = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        return Param(key=self.key, value=text)
+
+
+class _RawAction(BaseModel):
+    """One action as submitted, in either format. Unknown fields are tolerated."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    id: ActionId | None = None
+    actionId: ActionId | None = None
+    name: str | None = None
+    type: str | None = None
+    parentActions: list[ActionId | dict[str, Any]] = Field(default_factory=list)
+    actionFolder: str | None = None
+    mainClassName: str | None = None
+    command: list[str] | None = None
+    additionalInput: list[_RawParam | str | int | float] | dict[str, Any] = Field(default_factory=list)
+    configurationParameters: list[_RawParam] | dict[str, Any] = Field(default_factory=list)
+    forceComputation: bool = False
+    isManaged: bool | None = None
+    outputPath: str | None = None
+
+    @field_validator("id", "actionId")
+    @classmethod
+    def _id_not_bool(cls, v: Any) -> Any:
+        if isinstance(v, str) and not v.strip():
+            raise ValueError("an action id must not be empty")
+        return v
+
+
+def _params(raw: list | dict) -> list[Param]:
+    if isinstance(raw, dict):
+        return [Param(key=str(k), value=str(v)) for k, v in raw.items()]
+    out = []
+    for item in raw:
+        out.append(item.to_param() if isinstance(item, _RawParam) else Param(value=str(item)))
+    return out
+
+
+def _normalize_type(raw: str) -> ActionType | None:
+    key = raw.strip().upper().replace("-", "_")
+    try:
+        return ActionType(key)
+    except ValueError:
+        return None
+
+
+def _loc(parts: tuple[Any, ...]) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _is_clean_path(value: str) -> bool:
+    p = PurePosixPath(value)
+    return ".." not in p.parts and "\x00" not in value
+
+
+def parse_workflow(body: Any) -> tuple[WorkflowSpec | None, list[Violation]]:
+    """Normalize a submitted workflow; on any violation return (None, every violation)."""
+    violations: list[Violation] = []
+    if not isinstance(body, dict):
+        return None, [Violation(loc="$", message="a workflow must be a JSON object")]
+    name = body.get("name", "workflow")
+    if not isinstance(name, str) or not name.strip():
+        violations.append(Violation(loc="name", field="name", message="name must be a non-empty string"))
+        name = "workflow"
+    raw_actions = body.get("actions")
+    if not isinstance(raw_actions, list) or not raw_actions:
+        violations.append(
+            Violation(loc="actions", field="actions", message="a workflow must have at least one action")
+        )
+        raw_actions = raw_actions if isinstance(raw_actions, list) else []
+
+    actions: list[ActionSpec] = []
+    for i, raw in enumerate(raw_actions):
+        action = _parse_action(i, raw, violations)
+        if action is not None:
+            actions.append(action)
+
+    seen: dict[ActionId, int] = {}
+    for i, a in enumerate(actions):
+        if a.id in seen:
+            violations.append(
+                Violation(
+                    loc=f"actions[{i}].id",
+                    actionId=a.id,
+                    field="id",
+                    message=f"duplicate action id {a.id!r} (also at actions[{seen[a.id]}])",
+                )
+            )
+        else:
+            seen[a.id] = i
+
+    refs: dict[str, Any] = {"startActionId": body.get("startActionId"), "endActionId": body.get("endActionId")}
+    for field, ref in refs.items():
+        if ref is not None and ref not in seen:
+            violations.append(
+                Violation(loc=field, field=field, message=f"{field} {ref!r} is not an action of this workflow")
+            )
+    for a in actions:
+        for p in a.parents:
+            if p not in seen:
+                violations.append(
+                    Violation(
+                        loc=f"actions[{seen.get(a.id, 0)}].parentActions",
+                        actionId=a.id,
+                        field="parentActions",
+                        message=f"parent {p!r} is not an action of this workflow",
+                    )
+                )
+            elif p == a.id:
+                violations.append(
+                    Violation(
+                        loc=f"actions[{seen[a.id]}].parentActions",
+                        actionId=a.id,
+                        field="parentActions",
+                        message="an action cannot be its own parent",
+                    )
+                )
+
+    g = nx.DiGraph()
+    g.add_nodes_from(seen)
+    g.add_edges_from((p, a.id) for a in actions for p in a.parents if p in seen and p != a.id)
+    for cycle in nx.simple_cycles(g):
+        path = " -> ".join(str(n) for n in [*cycle, cycle[0]])
+        violations.append(
+            Violation(loc="actions", field="parentActions", actionId=cycle[0], message=f"cycle: {path}")
+        )
+        if len(violations) > 200:
+            break
+    start, end = refs["startActionId"], refs["endActionId"]
+    if start in seen and end in seen and nx.is_directed_acyclic_graph(g) and start in nx.descendants(g, end):
+        violations.append(
+            Violation(
+                loc="endActionId",
+                field="endActionId",
+                message=f"end action {end!r} is an ancestor of start action {start!r}",
+            )
+        )
+
+    if violations:
+        return None, violations
+    return WorkflowSpec(name=name.strip(), startActionId=start, endActionId=end, actions=actions), []
+
+
+def _parse_action(i: int, raw: Any, violations: list[Violation]) -> ActionSpec | None:
+    where = f"actions[{i}]"
+    if not isinstance(raw, dict):
+        violations.append(Violation(loc=where, message="an action must be a JSON object"))
+        return None
+    action_id = raw.get("id", raw.get("actionId"))
+    hint = action_id if isinstance(action_id, int | str) and not isinstance(action_id, bool) else None
+    before = len(violations)
+    try:
+        r = _RawAction.model_validate(raw)
+    except ValidationError as exc:
+        for err in exc.errors():
+            field = str(err["loc"][0]) if err["loc"] else None
+            violations.append(
+                Violation(loc=_loc((where, *err["loc"])), actionId=hint, field=field, message=err["msg"])
+            )
+        return None
+
+    def bad(field: str, message: str) -> None:
+        violations.append(Violation(loc=f"{where}.{field}", actionId=hint, field=field, message=message))
+
+    ident = r.id if r.id is not None else r.actionId
+    if ident is None:
+        bad("id", "missing action id (id or actionId)")
+    if not r.name or not r.name.strip():
+        bad("name", "missing action name")
+    atype = None
+    if not r.type:
+        bad("type", "missing action type")
+    else:
+        atype = _normalize_type(r.type)
+        if atype is None:
+            known = ", ".join(t.value for t in ActionType)
+            bad("type", f"unknown action type {r.type!r} (known: {known})")
+    parents: list[ActionId] = []
+    for j, p in enumerate(r.parentActions):
+        pid = p.get("id", p.get("actionId")) if isinstance(p, dict) else p
+        if isinstance(pid, bool) or not isinstance(pid, int | str):
+            bad(f"parentActions[{j}]", "a parent must be an action id or {\"id\": <action id>}")
+        else:
+            parents.append(pid)
+    if atype is not None:
+        for field in REQUIRED_FIELDS[atype]:
+            value = getattr(r, field)
+            if value is None or value == "" or value == [] or value == {}:
+                bad(field, f"{field} is required for {atype.value} actions")
+        if r.command is not None and any(not isinstance(c, str) or not c for c in r.command):
+            bad("command", "command must be a list of non-empty strings (an argv, never a shell line)")
+    managed = r.isManaged if r.isManaged is not None else r.outputPath is None
+    if not managed and not r.outputPath:
+        bad("outputPath", "an unmanaged action (isManaged: false) needs an outputPath")
+    if managed and r.outputPath:
+        bad("outputPath", "outputPath is only for unmanaged actions (isManaged: false)")
+    for field in ("actionFolder", "outputPath"):
+        value = getattr(r, field)
+        if value and not _is_clean_path(value):
+            bad(field, f"{field} must not contain '..' or NUL")
+    if len(violations) > before or ident is None or atype is None:
+        return None
+    return ActionSpec(
+        id=ident,
+        name=r.name.strip(),
+        type=atype,
+        parents=sorted(dict.fromkeys(parents), key=id_order),
+        actionFolder=r.actionFolder,
+        mainClassName=r.mainClassName,
+        command=r.command,
+        additionalInput=_params(r.additionalInput),
+        configurationParameters=_params(r.configurationParameters),
+        forceComputation=r.forceComputation,
+        isManaged=managed,
+        outputPath=r.outputPath,
+    )
