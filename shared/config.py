@@ -50,7 +50,8 @@ class Settings(BaseSettings):
     scrape_interval: float = Field(5.0, description="Fallback timer of the scrapers, seconds.")
     stale_after: float = Field(60.0, description="PROCESSING older than this is taken again, seconds.")
     submit_retry_ceiling: int = 3
-    submitters: int = 4
+    submitters: int = Field(4, ge=0, description="Submitter tasks per action manager (0: claim only).")
+    deletors: int = Field(4, ge=1, description="Deletor tasks per dataset manager.")
     queue_size: int = 64
     poll_interval: float = Field(2.0, description="First poll of a SUBMITTED/RUNNING action, seconds.")
     poll_max_interval: float = 30.0

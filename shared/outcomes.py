@@ -16,7 +16,7 @@ from typing import Any
 
 from shared.bus import Bus
 from shared.events import Event, EventType, Subject
-from shared.executors import Executor, JobState, JobStatus
+from shared.executors.base import Executor, JobState, JobStatus
 from shared.states import ACTION_TRANSITIONS, ActionState
 from shared.storage import Storage
 from shared.store import Store
@@ -84,7 +84,7 @@ class Outcomes:
         res = await transition(
             self.store.actions, ACTION_TRANSITIONS, action["_id"], A.FINISHED, by=self.by,
             sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
-            set={"finished_at": time.time(), "size": size, "seconds": seconds,
+            set={"finished_at": time.time(), "size": size, "seconds": seconds, "ended_at": status.ended_at,
                  "started_at": status.started_at or action.get("started_at")},
         )
         if res is None:

@@ -4,7 +4,8 @@ Actions are visited children first. An action is *needed* when it is a leaf or f
 computed child. A needed managed action whose dataset is stored is reused, but only once
 its claim (for every computed child) is taken atomically through the ``DatasetGate``;
 a lost race means computing it. An action that is not needed is skipped with every
-ancestor that only fed it. Unmanaged and forced actions always compute.
+ancestor that only fed it. Unmanaged and forced actions always compute, needed or not
+(the thesis's leaf-first search would never reach one whose children all reuse).
 
 The same function plans for the workflow manager (gate over MongoDB) and for the
 simulator (gate over an in-memory set), so both decide identically.
@@ -60,12 +61,12 @@ async def plan(spec: WorkflowSpec, hashes: dict[ActionId, str], gate: DatasetGat
         leaf = not children
         lineage = lineage_of(a, hashes)
         decision: Decision
-        if not leaf and not computed_children:
-            decision, reason = "reuse", "feeds_only_reused"
-        elif not a.isManaged:
+        if not a.isManaged:
             decision, reason = "compute", "unmanaged"
         elif a.forceComputation:
             decision, reason = "compute", "forced"
+        elif not leaf and not computed_children:
+            decision, reason = "reuse", "feeds_only_reused"
         elif await gate.try_reuse(hashes[aid], lineage, computed_children, leaf):
             decision, reason = "reuse", "stored"
         else:

@@ -14,7 +14,8 @@ from typing import Protocol
 
 from shared.bus import Bus, make_bus
 from shared.config import Settings
-from shared.executors import Executor, make_executor
+from shared.executors.base import Executor
+from shared.executors.factory import make_executor
 from shared.outcomes import Outcomes
 from shared.storage import Storage, make_storage
 from shared.store import Store, connect

@@ -17,7 +17,7 @@ import uuid
 from typing import Any
 
 from shared.events import Event, EventType
-from shared.executors import JobRequest
+from shared.executors.base import JobRequest
 from shared.runtime import Context
 from shared.states import ACTION_TRANSITIONS, ActionState
 from shared.store.transitions import transition
@@ -40,7 +40,7 @@ class ActionManager:
         self.tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
-        await self.ctx.bus.subscribe(f"pingo.{self.name}", [EventType.ACTION_READY.value], self.on_event)
+        await self.ctx.bus.subscribe(f"{self.settings.exchange}.{self.name}", [EventType.ACTION_READY.value], self.on_event)
         self.tasks.append(asyncio.create_task(forever("action scraper", self.scrape, self.ticker)))
         for _ in range(self.settings.submitters):
             self.tasks.append(asyncio.create_task(self.submitter()))

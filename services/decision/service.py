@@ -58,7 +58,7 @@ class DecisionService:
         self.tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
-        await self.ctx.bus.subscribe(f"pingo.{self.name}", [EventType.DATASET_STORED.value], self.on_event)
+        await self.ctx.bus.subscribe(f"{self.settings.exchange}.{self.name}", [EventType.DATASET_STORED.value], self.on_event)
         self.tasks.append(asyncio.create_task(forever("decision", self.run_once, self.ticker)))
 
     async def stop(self) -> None:

@@ -96,7 +96,7 @@ def action_doc(wf_id: str, p: PlannedAction, planned: dict[ActionId, PlannedActi
         "_id": aid, "workflow_id": wf_id, "local_id": a.id, "name": a.name, "type": a.type.value,
         "definition": a.definition(), "hash": p.hash, "managed": a.isManaged, "force": a.forceComputation,
         "leaf": p.leaf, "decision": p.decision, "reason": p.reason,
-        "output_path": output_of[a.id], "parents": [f"{wf_id}.{q}" for q in parents],
+        "output_path": output_of[a.id], "parents": [f"{wf_id}.{q}" for q in parents], "parent_local_ids": parents,
         "input_paths": [output_of[q] for q in parents],
         "children": [f"{wf_id}.{c}" for c in p.children if planned[c].computed] if computed else [],
         "pending_parents": pending,

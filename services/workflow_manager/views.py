@@ -16,7 +16,7 @@ def action_view(a: dict[str, Any], full: bool = True) -> dict[str, Any]:
     if full:
         out.update({
             "type": a.get("type"), "managed": a.get("managed"), "forceComputation": a.get("force"),
-            "parents": [p.rsplit(".", 1)[-1] for p in a.get("parents", [])],
+            "parents": a.get("parent_local_ids", []),
             "attempts": a.get("attempt", 0), "submitErrors": a.get("submit_errors", 0),
             "jobId": a.get("job_id"), "createdAt": a.get("created_at"), "submittedAt": a.get("submitted_at"),
             "startedAt": a.get("started_at"), "finishedAt": a.get("finished_at"),

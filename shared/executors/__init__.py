@@ -1,13 +1,5 @@
-"""Where actions run: the executor port and its adapters (local subprocesses; Oozie later)."""
+"""Where actions run: the executor port (``base``) and its adapters (``local``; Oozie later).
 
-from shared.config import Settings
-from shared.executors.base import Executor, JobRequest, JobState, JobStatus
-
-
-def make_executor(settings: Settings) -> Executor:
-    from shared.executors.local import LocalExecutor
-
-    return LocalExecutor(settings.jobs_dir, slots=settings.local_slots)
-
-
-__all__ = ["Executor", "JobRequest", "JobState", "JobStatus", "make_executor"]
+Kept free of imports: the local job supervisor (``python -m shared.executors.local_job``)
+starts once per action and must not pay for loading pydantic.
+"""

@@ -1,0 +1,410 @@
+"""Submission-time validation over real HTTP (design.md section 2).
+
+Every rejection must (a) answer 422, (b) name each problem with where it is, and
+(c) write nothing: no workflow, no action, no dataset.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import shell_action
+
+WORKFLOWS = "/api/v1/workflows"
+NOTHING = {"workflows": 0, "actions": 0, "datasets": 0}
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def shell(aid: Any, parents: list = (), **extra: Any) -> dict[str, Any]:
+    return shell_action(aid, f"v-{aid}", parents, **extra)
+
+
+def command_line(aid: Any, parents: list = (), **extra: Any) -> dict[str, Any]:
+    return {
+        "id": aid, "name": f"cl-{aid}", "type": "COMMAND_LINE", "actionFolder": "examples/jobs",
+        "mainClassName": "org.example.Job", "parentActions": [{"id": p} for p in parents],
+        "additionalInput": [{"key": "n", "value": str(aid)}], **extra,
+    }
+
+
+def map_reduce(aid: Any, parents: list = (), **extra: Any) -> dict[str, Any]:
+    return {
+        "id": aid, "name": f"mr-{aid}", "type": "MAP_REDUCE", "actionFolder": "examples/jobs",
+        "configurationParameters": [{"key": "mapreduce.job.reduces", "value": "2"}],
+        "parentActions": [{"id": p} for p in parents], **extra,
+    }
+
+
+def workflow(*actions: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"name": "validation", "actions": list(actions), **extra}
+
+
+def without(action: dict[str, Any], *fields: str) -> dict[str, Any]:
+    return {k: v for k, v in action.items() if k not in fields}
+
+
+async def post(system, raw: bytes) -> tuple[int, Any]:
+    return await system.request("POST", WORKFLOWS, data=raw, headers={"Content-Type": "application/json"})
+
+
+async def rejected(system, body: Any) -> list[dict[str, Any]]:
+    """Submit ``body``; it must be refused with 422, list violations, and store nothing."""
+    status, out = await post(system, json.dumps(body).encode())
+    assert status == 422, out
+    assert isinstance(out, dict) and isinstance(out.get("error"), str), out
+    violations = out["violations"]
+    assert isinstance(violations, list) and violations, out
+    assert all(isinstance(v.get("loc"), str) and v.get("message") for v in violations), violations
+    assert await system.counts() == NOTHING
+    return violations
+
+
+def one(violations: list[dict[str, Any]], loc: str, **expected: Any) -> dict[str, Any]:
+    """The single violation at ``loc``; ``expected`` fields must match it."""
+    hits = [v for v in violations if v["loc"] == loc]
+    assert len(hits) == 1, f"expected one violation at {loc!r}, got {violations}"
+    v = hits[0]
+    for key, value in expected.items():
+        assert v.get(key) == value, f"{key}: {v.get(key)!r} != {value!r} in {v}"
+    return v
+
+
+def says(v: dict[str, Any], *words: str) -> None:
+    text = v["message"].lower()
+    for w in words:
+        assert w.lower() in text, f"{w!r} not in message {v['message']!r}"
+
+
+# --- no actions ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", [{"name": "empty"}, {"name": "empty", "actions": []}], ids=["missing", "empty"])
+async def test_workflow_without_actions_is_rejected(system, body):
+    violations = await rejected(system, body)
+    says(one(violations, "actions", field="actions"), "at least one action")
+    assert len(violations) == 1, violations
+
+
+# --- identifiers and references ------------------------------------------------------------
+
+
+async def test_duplicate_action_ids_are_rejected(system):
+    violations = await rejected(system, workflow(shell(1), shell(2, [1]), shell(2, [1])))
+    v = one(violations, "actions[2].id", actionId=2, field="id")
+    says(v, "duplicate", "actions[1]")
+    assert len(violations) == 1, violations
+
+
+async def test_duplicate_ids_across_formats_are_rejected(system):
+    generator = {**without(shell(7), "id"), "actionId": 7}
+    violations = await rejected(system, workflow(shell(7), generator))
+    says(one(violations, "actions[1].id", actionId=7, field="id"), "duplicate")
+
+
+@pytest.mark.parametrize("field", ["startActionId", "endActionId"])
+async def test_undefined_start_or_end_action_is_rejected(system, field):
+    violations = await rejected(system, workflow(shell(1), shell(2, [1]), **{field: 99}))
+    says(one(violations, field, field=field), "99", "not an action")
+    assert len(violations) == 1, violations
+
+
+async def test_undefined_parent_is_rejected(system):
+    violations = await rejected(system, workflow(shell(1), shell(2, [1]), shell(3, [2, 42])))
+    says(one(violations, "actions[2].parentActions", actionId=3, field="parentActions"), "42", "not an action")
+    assert len(violations) == 1, violations
+
+
+async def test_undefined_parent_in_generator_format_is_rejected(system):
+    child = {"actionId": "b", "name": "b", "type": "SHELL", "command": ["true"], "parentActions": ["a", "zz"]}
+    parent = {"actionId": "a", "name": "a", "type": "SHELL", "command": ["true"]}
+    violations = await rejected(system, workflow(parent, child))
+    says(one(violations, "actions[1].parentActions", actionId="b", field="parentActions"), "zz")
+
+
+# --- cycles --------------------------------------------------------------------------------
+
+
+async def test_two_cycle_is_rejected(system):
+    violations = await rejected(system, workflow(shell(1), shell(2, [1, 3]), shell(3, [2])))
+    v = one(violations, "actions", field="parentActions")
+    says(v, "cycle")
+    assert v["actionId"] in (2, 3)
+    assert set(re.findall(r"\d+", v["message"])) == {"2", "3"}, v
+
+
+async def test_longer_cycle_is_rejected(system):
+    body = workflow(shell(1), shell(2, [1, 5]), shell(3, [2]), shell(4, [3]), shell(5, [4]), shell(6, [5]))
+    violations = await rejected(system, body)
+    v = one(violations, "actions", field="parentActions")
+    says(v, "cycle")
+    assert v["actionId"] in (2, 3, 4, 5)
+    # Names exactly the actions on the cycle, not the ones hanging off it.
+    assert set(re.findall(r"\d+", v["message"])) == {"2", "3", "4", "5"}, v
+
+
+async def test_self_parent_is_rejected(system):
+    violations = await rejected(system, workflow(shell(1), shell(2, [1, 2])))
+    says(one(violations, "actions[1].parentActions", actionId=2, field="parentActions"), "own parent")
+
+
+async def test_end_action_that_is_an_ancestor_of_start_is_rejected(system):
+    body = workflow(shell(1), shell(2, [1]), shell(3, [2]), startActionId=3, endActionId=1)
+    violations = await rejected(system, body)
+    says(one(violations, "endActionId", field="endActionId"), "ancestor")
+    assert len(violations) == 1, violations
+
+
+async def test_end_after_start_is_accepted(system):
+    """The complement of the rule above: the same chain with start and end the right way round."""
+    plan = await system.submit(workflow(shell(1), shell(2, [1]), shell(3, [2]), startActionId=1, endActionId=3))
+    assert [a["id"] for a in plan["actions"]] == [f"{plan['id']}.{i}" for i in (1, 2, 3)]
+
+
+# --- required fields per type ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("action", "field"),
+    [
+        (without(command_line(1), "actionFolder"), "actionFolder"),
+        (without(command_line(1), "mainClassName"), "mainClassName"),
+        ({**command_line(1), "mainClassName": ""}, "mainClassName"),
+        (without(shell(1), "command"), "command"),
+        ({**shell(1), "command": []}, "command"),
+        (without(map_reduce(1), "actionFolder"), "actionFolder"),
+        (without(map_reduce(1), "configurationParameters"), "configurationParameters"),
+    ],
+    ids=["cl-no-folder", "cl-no-main", "cl-empty-main", "shell-no-command", "shell-empty-command",
+         "mr-no-folder", "mr-no-conf"],
+)
+async def test_missing_required_field_is_rejected(system, action, field):
+    violations = await rejected(system, workflow(shell(0), {**action, "parentActions": [{"id": 0}]}))
+    says(one(violations, f"actions[1].{field}", actionId=1, field=field), field, "required")
+    assert len(violations) == 1, violations
+
+
+async def test_shell_command_must_be_an_argv(system):
+    violations = await rejected(system, workflow({**shell(1), "command": ["python3", ""]}))
+    says(one(violations, "actions[0].command", actionId=1, field="command"), "argv")
+
+
+@pytest.mark.parametrize("spelling", ["MAP_REDUCE", "map-reduce", "Map_Reduce"])
+async def test_valid_map_reduce_is_rejected_as_not_supported(system, spelling):
+    violations = await rejected(system, workflow(shell(1), {**map_reduce(2, [1]), "type": spelling}))
+    says(one(violations, "actions[1].type", actionId=2, field="type"), "MAP_REDUCE", "not supported")
+    assert len(violations) == 1, violations
+
+
+async def test_unmanaged_action_without_output_path_is_rejected(system):
+    violations = await rejected(system, workflow(shell(1), shell(2, [1], isManaged=False)))
+    says(one(violations, "actions[1].outputPath", actionId=2, field="outputPath"), "unmanaged", "outputPath")
+    assert len(violations) == 1, violations
+
+
+async def test_managed_action_with_output_path_is_rejected(system):
+    violations = await rejected(system, workflow(shell(1, isManaged=True, outputPath="mine/out")))
+    one(violations, "actions[0].outputPath", actionId=1, field="outputPath")
+
+
+@pytest.mark.parametrize("kind", ["PIG", "shell script", "", None])
+async def test_unknown_or_missing_type_is_rejected(system, kind):
+    violations = await rejected(system, workflow(shell(1), {**shell(2, [1]), "type": kind}))
+    v = one(violations, "actions[1].type", actionId=2, field="type")
+    if kind:
+        says(v, "unknown", repr(kind))
+    else:
+        says(v, "missing")
+
+
+# --- every violation in one response ---------------------------------------------------------
+
+
+async def test_every_violation_is_listed_in_one_response(system):
+    body = {
+        "name": "many problems", "startActionId": 77, "actions": [
+            shell(1),
+            shell(1),                                          # duplicate id
+            shell(4, [99]),                                    # undefined parent
+            shell(6, [7]), shell(7, [6]),                      # a cycle
+            shell(5, [1], isManaged=False),                    # unmanaged without outputPath
+            without(command_line(2, [1]), "mainClassName"),    # missing required field
+            {**shell(3, [2]), "type": "HIVE"},                 # unknown type
+        ],
+    }
+    violations = await rejected(system, body)
+    one(violations, "actions[1].id", actionId=1, field="id")
+    one(violations, "actions[2].parentActions", actionId=4, field="parentActions")
+    says(one(violations, "actions", field="parentActions"), "cycle")
+    one(violations, "actions[5].outputPath", actionId=5, field="outputPath")
+    one(violations, "actions[6].mainClassName", actionId=2, field="mainClassName")
+    one(violations, "actions[7].type", actionId=3, field="type")
+    one(violations, "startActionId", field="startActionId")
+    assert len(violations) == 7, violations
+
+
+@pytest.mark.xfail(strict=True, reason="product bug: shared/workflow_spec.py indexes duplicate-id and parent "
+                   "violations by position among the actions that parsed, not the submitted position")
+async def test_locations_count_actions_that_failed_to_parse(system):
+    """An invalid action earlier in the list must not shift the location of later problems."""
+    body = workflow(
+        without(command_line(1), "mainClassName"),  # actions[0]: dropped by the parser
+        shell(2),
+        shell(3, [2, 99]),                          # actions[2]: undefined parent
+        shell(2),                                   # actions[3]: duplicate id
+        shell(4, [4]),                              # actions[4]: its own parent
+    )
+    violations = await rejected(system, body)
+    one(violations, "actions[0].mainClassName", actionId=1)
+    one(violations, "actions[2].parentActions", actionId=3)
+    one(violations, "actions[3].id", actionId=2)
+    one(violations, "actions[4].parentActions", actionId=4)
+
+
+# --- the body itself ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b'{"name": "x", "actions": [', b"", b'{"name": "\xc3\x28"}'],
+                         ids=["garbage", "truncated", "empty", "not-utf8"])
+async def test_malformed_json_is_a_400_with_a_json_error(system, raw):
+    status, out = await post(system, raw)
+    assert status == 400, out
+    assert isinstance(out, dict) and "malformed json" in out["error"].lower(), out
+    assert await system.counts() == NOTHING
+
+
+async def test_body_over_the_limit_is_a_413_with_a_json_error(system, settings):
+    body = workflow(shell(1), padding="x" * (settings.max_body_bytes + 1024))
+    status, out = await post(system, json.dumps(body).encode())
+    assert status == 413, out
+    assert isinstance(out, dict) and str(settings.max_body_bytes) in out["error"], out
+    assert await system.counts() == NOTHING
+
+
+async def test_body_just_under_the_limit_is_accepted(system, settings):
+    """The limit is the configured one, not something smaller."""
+    body = workflow(shell(1))
+    size = len(json.dumps({**body, "padding": ""}).encode())
+    body["padding"] = "x" * (settings.max_body_bytes - size - 16)
+    plan = await system.submit(body)
+    assert [a["id"] for a in plan["actions"]] == [f"{plan['id']}.1"]
+
+
+@pytest.mark.xfail(strict=True, reason="product bug: services/workflow_manager/service.py post_workflow catches "
+                   "only ValueError/UnicodeDecodeError from json.loads; deep nesting raises RecursionError -> 500")
+async def test_deeply_nested_json_is_a_400_with_a_json_error(system):
+    status, out = await post(system, b"[" * 100_000 + b"]" * 100_000)
+    assert status == 400, out
+    assert isinstance(out, dict) and out.get("error"), out
+    assert await system.counts() == NOTHING
+
+
+@pytest.mark.xfail(strict=True, reason="product bug: shared/workflow_spec.py parse_workflow tests `ref not in seen` "
+                   "with an unhashable start/end reference -> TypeError -> 500")
+@pytest.mark.parametrize("field", ["startActionId", "endActionId"])
+@pytest.mark.parametrize("ref", [[1], {"id": 1}], ids=["list", "object"])
+async def test_non_scalar_start_or_end_reference_is_rejected(system, field, ref):
+    violations = await rejected(system, workflow(shell(1), **{field: ref}))
+    one(violations, field, field=field)
+
+
+@pytest.mark.parametrize("body", [[shell(1)], "workflow", 42, None], ids=["list", "string", "number", "null"])
+async def test_non_object_body_is_rejected(system, body):
+    violations = await rejected(system, body)
+    says(one(violations, "$"), "object")
+
+
+# --- paths must stay inside the allowed roots ----------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["../../etc/x", "a/../../x", "/etc/x", "/"])
+async def test_output_path_outside_the_output_roots_is_rejected(system, path):
+    violations = await rejected(system, workflow(shell(1), shell(2, [1], isManaged=False, outputPath=path)))
+    one(violations, "actions[1].outputPath", actionId=2, field="outputPath")
+    assert len(violations) == 1, violations
+
+
+async def test_output_path_equal_to_the_output_root_is_rejected(system, settings):
+    root = str(settings.allowed_output_roots[0])
+    violations = await rejected(system, workflow(shell(1, isManaged=False, outputPath=root)))
+    one(violations, "actions[0].outputPath", actionId=1, field="outputPath")
+
+
+@pytest.mark.parametrize("folder", ["/etc", "examples/../../etc", "../", "/"])
+async def test_action_folder_outside_the_action_roots_is_rejected(system, folder):
+    violations = await rejected(system, workflow(shell(1), {**shell(2, [1]), "actionFolder": folder}))
+    one(violations, "actions[1].actionFolder", actionId=2, field="actionFolder")
+    assert len(violations) == 1, violations
+
+
+async def test_action_folder_that_does_not_exist_is_rejected(system):
+    violations = await rejected(system, workflow({**command_line(1), "actionFolder": "examples/no-such-jobs"}))
+    says(one(violations, "actions[0].actionFolder", actionId=1, field="actionFolder"), "not a directory")
+
+
+# --- both formats are accepted -------------------------------------------------------------------
+
+
+def check_plan(plan: dict[str, Any], local_ids: list[Any]) -> dict[Any, dict[str, Any]]:
+    assert isinstance(plan["id"], str) and plan["id"], plan
+    assert plan["state"] in ("RUNNING", "SUCCEEDED"), plan
+    by_local = {a["id"].removeprefix(plan["id"] + "."): a for a in plan["actions"]}
+    assert sorted(by_local) == sorted(str(i) for i in local_ids), plan
+    for a in plan["actions"]:
+        assert a["id"].startswith(plan["id"] + "."), a
+        assert isinstance(a["name"], str) and a["name"], a
+        assert HEX64.match(a["hash"]), a
+        assert a["decision"] in ("compute", "reuse"), a
+        assert isinstance(a["outputPath"], str) and a["outputPath"], a
+    assert len({a["hash"] for a in plan["actions"]}) == len(plan["actions"]), "distinct actions share a hash"
+    return by_local
+
+
+async def test_thesis_format_is_accepted(system, settings):
+    body = {
+        "name": "thesis format", "startActionId": 1, "endActionId": 3, "actions": [
+            {**command_line(1), "type": "command-line"},
+            {**shell(2, [1]), "type": "Shell"},
+            {**command_line(3, [2, 1]), "type": "Command_Line"},
+        ],
+    }
+    plan = await system.submit(body)
+    assert plan["state"] == "RUNNING"
+    actions = check_plan(plan, [1, 2, 3])
+    assert [a["name"] for a in plan["actions"]] == ["cl-1", "v-2", "cl-3"]
+    assert all(a["decision"] == "compute" for a in plan["actions"])
+    for a in actions.values():
+        assert Path(a["outputPath"]) == settings.managed_dir / a["hash"]
+    wf = await system.workflow(plan["id"])
+    types = {a["localId"]: a["type"] for a in wf["actions"]}
+    assert types == {1: "COMMAND_LINE", 2: "SHELL", 3: "COMMAND_LINE"}
+    parents = {a["localId"]: [str(p) for p in a["parents"]] for a in wf["actions"]}
+    assert parents == {1: [], 2: ["1"], 3: ["1", "2"]}  # ordered by parent id, not as written
+    counts = await system.counts()
+    assert counts["workflows"] == 1 and counts["actions"] == 3
+
+
+async def test_generator_format_is_accepted(system, settings):
+    common = {"type": "SHELL", "actionFolder": "examples/jobs", "command": ["python3", "synth.py"]}
+    body = {
+        "name": "generator format", "actions": [
+            {"actionId": 1, "name": "first", **common, "parentActions": [],
+             "additionalInput": [{"key": "label", "value": "g-1"}, {"key": "seconds", "value": "0"},
+                                 {"key": "sizeKB", "value": "1"}],
+             "configurationParameters": [{"key": "mapreduce.job.queuename", "value": "default"}]},
+            {"actionId": 2, "name": "second", **common, "parentActions": [1],
+             "additionalInput": [{"key": "label", "value": "g-2"}, {"key": "seconds", "value": "0"},
+                                 {"key": "sizeKB", "value": "1"}],
+             "configurationParameters": [], "outputPath": "generator/out-2"},
+        ],
+    }
+    plan = await system.submit(body)
+    actions = check_plan(plan, [1, 2])
+    assert Path(actions["1"]["outputPath"]) == settings.managed_dir / actions["1"]["hash"]
+    assert Path(actions["2"]["outputPath"]) == settings.allowed_output_roots[0] / "generator" / "out-2"
+    wf = await system.workflow(plan["id"])
+    managed = {a["localId"]: a["managed"] for a in wf["actions"]}
+    assert managed == {1: True, 2: False}  # outputPath alone means unmanaged
