@@ -157,7 +157,9 @@ def cmd_dev(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     overrides: dict[str, Any] = {}
     if args.port:
-        overrides.update(port=args.port, callback_port=args.port + 1)
+        overrides["port"] = args.port
+        if "PINGO_CALLBACK_PORT" not in os.environ:
+            overrides["callback_port"] = args.port + 1
     settings = Settings(**overrides)
     print(f"pingo dev: gateway on http://{settings.host}:{settings.port}, callbacks on {settings.callback_url}, "
           f"data in {settings.data_dir.resolve()}", flush=True)
@@ -191,7 +193,8 @@ def parser() -> argparse.ArgumentParser:
         return c
 
     d = sub.add_parser("dev", help="run all five services in one process (embedded defaults)")
-    d.add_argument("--port", type=int, help="gateway port (default 8080); callbacks on port+1")
+    d.add_argument("--port", type=int, help="gateway port (default 8080); callbacks on port+1 unless "
+                   "PINGO_CALLBACK_PORT is set")
     d.add_argument("--log-level", default="INFO")
     d.set_defaults(run=cmd_dev)
     s = sub.add_parser("serve", help="run one service")

@@ -72,7 +72,7 @@ def mongo_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     proc = subprocess.Popen(
         [sys.executable, "-c", "from nx_27017.nx_27017 import main; main()", "--data-dir", str(data),
          "--port", str(port), "--pid-file", str(data / "pid"), "--log-file", str(data / "log")],
-        stdout=subprocess.DEVNULL, stderr=open(data / "stderr", "wb"),  # noqa: SIM115
+        stdout=subprocess.DEVNULL, stderr=open(data / "stderr", "wb"),
     )
     url = f"mongodb://127.0.0.1:{port}"
     deadline = time.time() + 30
@@ -234,7 +234,7 @@ class Processes(Api):
 
     def start(self, name: str, tag: str | None = None, **env: str) -> subprocess.Popen:
         key = tag or name
-        log = open(self.logs / f"{key}.log", "ab")  # noqa: SIM115
+        log = open(self.logs / f"{key}.log", "ab")
         base = {**settings_env(self.settings), "PINGO_EXEC_LOG": str(Path(self.settings.data_dir) / "exec.log")}
         proc = subprocess.Popen([sys.executable, "-m", f"services.{name}"], cwd=ROOT,
                                 env={**base, **env}, stdout=log, stderr=log,

@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from shared.events import EventType
+from services.workflow_manager.service import health
 from shared.runtime import Context
 from shared.states import ACTION_TRANSITIONS, ActionState, WorkflowState
 from shared.store.transitions import transition
@@ -43,7 +44,7 @@ class CallbackService:
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_route("*", "/callback/{action_id}", self.on_callback)
-        app.router.add_get("/healthz", lambda r: web.json_response({"ok": True}))
+        app.router.add_get("/healthz", health)
         return app
 
     async def start(self) -> None:

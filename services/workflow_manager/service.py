@@ -22,6 +22,7 @@ from shared.workflow_spec import id_order, parse_workflow
 log = logging.getLogger(__name__)
 A, W = ActionState, WorkflowState
 BY = "workflow_manager"
+MAX_BODY = web.AppKey("max_body", int)
 
 
 def error(status: int, message: str, **extra: Any) -> web.Response:
@@ -35,8 +36,12 @@ async def json_errors(request: web.Request, handler) -> web.StreamResponse:
     except web.HTTPException as exc:
         if exc.content_type == "application/json":
             raise
-        messages = {413: f"request body too large (limit {request.app['max_body']} bytes)"}
+        messages = {413: f"request body too large (limit {request.app[MAX_BODY]} bytes)"}
         return error(exc.status, messages.get(exc.status, exc.reason))
+
+
+async def health(_: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
 
 
 class WorkflowManager:
@@ -51,7 +56,7 @@ class WorkflowManager:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.settings.max_body_bytes, middlewares=[json_errors])
-        app["max_body"] = self.settings.max_body_bytes
+        app[MAX_BODY] = self.settings.max_body_bytes
         r = app.router
         r.add_post("/api/v1/workflows", self.post_workflow)
         r.add_get("/api/v1/workflows", self.list_workflows)
@@ -59,9 +64,9 @@ class WorkflowManager:
         r.add_post("/api/v1/workflows/{id}/kill", self.kill_workflow)
         r.add_get("/api/v1/workflows/{id}/timeline", self.get_timeline)
         r.add_get("/api/v1/datasets", self.list_datasets)
-        r.add_get("/api/v1/openapi.json", lambda _: web.json_response(openapi.document()))
-        r.add_get("/api/v1/events/schema", lambda _: web.json_response(Event.model_json_schema()))
-        r.add_get("/healthz", lambda _: web.json_response({"ok": True}))
+        r.add_get("/api/v1/openapi.json", self.get_openapi)
+        r.add_get("/api/v1/events/schema", self.get_event_schema)
+        r.add_get("/healthz", health)
         return app
 
     async def start(self) -> None:
@@ -75,6 +80,12 @@ class WorkflowManager:
         await cancel_all(self.tasks)
         if self.runner is not None:
             await self.runner.cleanup()
+
+    async def get_openapi(self, _: web.Request) -> web.Response:
+        return web.json_response(openapi.document())
+
+    async def get_event_schema(self, _: web.Request) -> web.Response:
+        return web.json_response(Event.model_json_schema())
 
     async def sweep_planning(self) -> bool:
         """Undo workflows whose planning was cut off (the process died mid-submission)."""

@@ -100,8 +100,8 @@ def action_doc(wf_id: str, p: PlannedAction, planned: dict[ActionId, PlannedActi
         "input_paths": [output_of[q] for q in parents],
         "children": [f"{wf_id}.{c}" for c in p.children if planned[c].computed] if computed else [],
         "pending_parents": pending,
-        "claims": [planned[q].hash for q in parents if not planned[q].computed and planned[q].reason == "stored"]
-        if computed else [],
+        # Every managed parent's dataset, reused or computed here: released when this action ends.
+        "claims": [planned[q].hash for q in parents if planned[q].spec.isManaged] if computed else [],
         "state": str(state), "history": [history_entry(state, BY, p.reason)],
         "created_at": now, "updated_at": now, "attempt": 0, "submit_errors": 0,
         "secret": secrets.token_urlsafe(18) if computed else None,
@@ -131,7 +131,8 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
         for aid, p in planned.items():
             if p.computed and p.spec.isManaged:
                 producer = gate.action_id(aid)
-                await ds.prepare_compute(store, p.hash, p.lineage, output_of[aid], producer, p.leaf, BY)
+                readers = [gate.action_id(c) for c in p.children if planned[c].computed]
+                await ds.prepare_compute(store, p.hash, p.lineage, output_of[aid], producer, p.leaf, BY, readers)
                 prepared.append((p.hash, producer))
         docs = [action_doc(wf_id, planned[s.id], planned, paths, output_of, now) for s in spec.actions]
         await store.actions.insert_many(docs)

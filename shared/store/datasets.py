@@ -69,9 +69,12 @@ async def try_reuse(
 
 
 async def prepare_compute(
-    store: Store, h: str, lineage: dict[str, Any], path: str, producer: str, leaf: bool, by: str
+    store: Store, h: str, lineage: dict[str, Any], path: str, producer: str, leaf: bool, by: str,
+    claimants: list[str],
 ) -> None:
-    """Record that ``producer`` will compute dataset ``h`` (creating the document if new)."""
+    """Record that ``producer`` will compute dataset ``h`` (creating the document if new),
+    and that ``claimants`` (its computed children) will read it: the output is then
+    protected from deletion from the moment it is stored until they have run."""
     to = D.TO_LEAF if leaf else D.TO_STORE
     for _ in range(10):
         doc = await get(store, h)
@@ -80,7 +83,7 @@ async def prepare_compute(
             try:
                 await store.datasets.insert_one({
                     "_id": h, "hash": h, "state": str(to), "lineage": lineage, "path": path,
-                    "claims": [], "producers": [producer], "size": None,
+                    "claims": claimants, "producers": [producer], "size": None,
                     "compute_seconds_total": 0.0, "compute_count": 0, "use_count": 1,
                     "created_at": now, "updated_at": now, "last_used_at": now,
                     "history": [history_entry(to, by)],
@@ -89,7 +92,8 @@ async def prepare_compute(
             except DuplicateKeyError:
                 continue
         state = doc["state"]
-        common = {"set": {"last_used_at": now}, "add_to_set": {"producers": [producer]}, "by": by}
+        common = {"set": {"last_used_at": now}, "add_to_set": {"producers": [producer], "claims": claimants},
+                  "by": by}
         if state == D.DELETED:
             res = await transition(store.datasets, DATASET_TRANSITIONS, h, to, sources=[state], **common)
         elif state == D.TO_STORE and leaf:
@@ -104,7 +108,8 @@ async def prepare_compute(
         else:
             res = await store.datasets.find_one_and_update(
                 {"_id": h, "state": state},
-                {"$addToSet": {"producers": producer}, "$set": {"last_used_at": now}, "$inc": {"use_count": 1}},
+                {"$addToSet": {"producers": producer, "claims": {"$each": claimants}}, "$set": {"last_used_at": now},
+                 "$inc": {"use_count": 1}},
             )
         if res is not None:
             return
