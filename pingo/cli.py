@@ -119,15 +119,19 @@ async def cmd_datasets(args: argparse.Namespace) -> int:
     stored = body["bytesByState"].get("STORED", 0)
     cap = body["capacityBytes"]
     bar = int(30 * min(1.0, stored / cap)) if cap else 0
-    print(f"managed intermediate storage [{'█' * bar}{'░' * (30 - bar)}] {human(stored)} of {human(cap)} "
-          f"(decision at {body['threshold']:.0%})")
+    print(
+        f"managed intermediate storage [{'█' * bar}{'░' * (30 - bar)}] {human(stored)} of {human(cap)} "
+        f"(decision at {body['threshold']:.0%})"
+    )
     for state, size in sorted(body["bytesByState"].items()):
         print(f"  {state:<17} {human(size)}")
     print(f"{'hash':<14} {'state':<17} {'size':>10} {'compute':>8} {'uses':>5} claims")
     for d in body["datasets"]:
         secs = f"{d['computeSeconds']:.1f}s" if d["computeSeconds"] is not None else "-"
-        print(f"{d['hash'][:12]:<14} {d['state']:<17} {human(d['size']):>10} {secs:>8} {d['useCount']:>5} "
-              f"{len(d['claims'])}")
+        print(
+            f"{d['hash'][:12]:<14} {d['state']:<17} {human(d['size']):>10} {secs:>8} {d['useCount']:>5} "
+            f"{len(d['claims'])}"
+        )
     return 0
 
 
@@ -161,8 +165,11 @@ def cmd_dev(args: argparse.Namespace) -> int:
         if "PINGO_CALLBACK_PORT" not in os.environ:
             overrides["callback_port"] = args.port + 1
     settings = Settings(**overrides)
-    print(f"pingo dev: gateway on http://{settings.host}:{settings.port}, callbacks on {settings.callback_url}, "
-          f"data in {settings.data_dir.resolve()}", flush=True)
+    print(
+        f"pingo dev: gateway on http://{settings.host}:{settings.port}, callbacks on {settings.callback_url}, "
+        f"data in {settings.data_dir.resolve()}",
+        flush=True,
+    )
     asyncio.run(serve(all_services, settings))
     return 0
 
@@ -193,8 +200,9 @@ def parser() -> argparse.ArgumentParser:
         return c
 
     d = sub.add_parser("dev", help="run all five services in one process (embedded defaults)")
-    d.add_argument("--port", type=int, help="gateway port (default 8080); callbacks on port+1 unless "
-                   "PINGO_CALLBACK_PORT is set")
+    d.add_argument(
+        "--port", type=int, help="gateway port (default 8080); callbacks on port+1 unless PINGO_CALLBACK_PORT is set"
+    )
     d.add_argument("--log-level", default="INFO")
     d.set_defaults(run=cmd_dev)
     s = sub.add_parser("serve", help="run one service")

@@ -22,11 +22,13 @@ async def run_demo(args: argparse.Namespace) -> int:
     configure_logging("WARNING")
     overrides = {"port": args.port, "callback_port": args.port + 1} if args.port else {}
     settings = Settings(scrape_interval=1.0, **overrides)
-    files = sorted(Path(args.examples).glob("*.json"))
+    files = await asyncio.to_thread(lambda: sorted(Path(args.examples).glob("*.json")))
     if not files:
         print(f"pingo demo: no example workflows in {args.examples}")
         return 2
-    print(f"Starting Pingo (all five services, embedded MongoDB, data in {settings.data_dir.resolve()}) ...", flush=True)
+    print(
+        f"Starting Pingo (all five services, embedded MongoDB, data in {settings.data_dir.resolve()}) ...", flush=True
+    )
     ctx = await Context.open(settings)
     services = all_services(ctx)
     for s in services:
@@ -48,14 +50,18 @@ async def run_demo(args: argparse.Namespace) -> int:
                     wf = await watch(client, plan["id"])
                     computed = [a for a in wf["actions"] if a["decision"] == "compute"]
                     managed_computed = [a for a in computed if a.get("managed")]
-                    rows.append((run, f.name, wf["state"], len(computed), len(wf["actions"]) - len(computed),
-                                 time.time() - t0))
+                    rows.append(
+                        (run, f.name, wf["state"], len(computed), len(wf["actions"]) - len(computed), time.time() - t0)
+                    )
                     ok &= wf["state"] == "SUCCEEDED" and (run == 1 or not managed_computed)
         print("\nrun  workflow               state       computed  reused  wall time")
         for run, name, state, comp, reused, secs in rows:
             print(f"{run:>3}  {name:<22} {state:<10} {comp:>9} {reused:>7} {secs:>9.1f}s")
-        print("\nThe second run reused every managed output; only unmanaged actions (which Pingo never "
-              "keeps) ran again." if ok else "\nSomething was computed twice or failed: see above.")
+        print(
+            "\nThe second run reused every managed output; only unmanaged actions (which Pingo never keeps) ran again."
+            if ok
+            else "\nSomething was computed twice or failed: see above."
+        )
         if args.keep_running:
             print(f"\nPingo keeps running at {url} (Ctrl-C to stop). Try: pingo datasets; pingo status <id>")
             stop = asyncio.Event()

@@ -8,8 +8,16 @@ from collections import Counter
 from typing import Any, TextIO
 
 GLYPH = {
-    "WAITING": "·", "READY": "○", "PROCESSING": "◔", "SUBMITTED": "◑", "RUNNING": "◕",
-    "FINISHED": "●", "REUSED": "♻", "SKIPPED": "↷", "FAILED": "✗", "KILLED": "☠",
+    "WAITING": "·",
+    "READY": "○",
+    "PROCESSING": "◔",
+    "SUBMITTED": "◑",
+    "RUNNING": "◕",
+    "FINISHED": "●",
+    "REUSED": "♻",
+    "SKIPPED": "↷",
+    "FAILED": "✗",
+    "KILLED": "☠",
 }
 DONE = {"FINISHED", "REUSED", "SKIPPED", "FAILED", "KILLED"}
 
@@ -40,7 +48,9 @@ def render_dag(wf: dict[str, Any]) -> list[str]:
         cells = []
         for a in level:
             parents = ",".join(str(p) for p in a.get("parents", []))
-            cells.append(f"{GLYPH.get(a['state'], '?')} {a['localId']}:{a['name']}" + (f" ←{parents}" if parents else ""))
+            cells.append(
+                f"{GLYPH.get(a['state'], '?')} {a['localId']}:{a['name']}" + (f" ←{parents}" if parents else "")
+            )
         lines.append(f"  L{i}  " + "   ".join(cells))
     legend = "  ".join(f"{g} {s.lower()}" for s, g in GLYPH.items())
     lines.append(f"  {legend}")
@@ -57,14 +67,18 @@ def render_progress(wf: dict[str, Any], started: float, width: int = 30) -> list
     done = sum(counts[s] for s in DONE)
     filled = int(width * done / max(1, len(actions)))
     summary = " ".join(f"{s.lower()}={n}" for s, n in sorted(counts.items()))
-    lines = [f"{wf['id']} [{'█' * filled}{'░' * (width - filled)}] {done}/{len(actions)} "
-             f"{wf['state']} {time.time() - started:5.1f}s  {summary}"]
+    lines = [
+        f"{wf['id']} [{'█' * filled}{'░' * (width - filled)}] {done}/{len(actions)} "
+        f"{wf['state']} {time.time() - started:5.1f}s  {summary}"
+    ]
     for a in actions:
         took = ""
         if a.get("startedAt") and a.get("finishedAt"):
             took = f" {a['finishedAt'] - a['startedAt']:.1f}s"
-        lines.append(f"  {GLYPH.get(a['state'], '?')} {str(a['localId']):>4} {a['name'][:28]:<28} "
-                     f"{a['state']:<10} {a['decision']:<7}{took}" + (f"  {a['error'][:60]}" if a.get("error") else ""))
+        lines.append(
+            f"  {GLYPH.get(a['state'], '?')} {a['localId']!s:>4} {a['name'][:28]:<28} "
+            f"{a['state']:<10} {a['decision']:<7}{took}" + (f"  {a['error'][:60]}" if a.get("error") else "")
+        )
     return lines
 
 

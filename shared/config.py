@@ -21,23 +21,23 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".pingo"), description="Where embedded MongoDB data, datasets and local jobs live.")
 
     mongo_url: str | None = Field(None, description="MongoDB URL; unset starts the embedded nx-27017 server.")
-    mongo_db: str = "pingo"
-    embedded_mongo_port: int = 27018
+    mongo_db: str = Field("pingo", description="Database name.")
+    embedded_mongo_port: int = Field(27018, description="Port of the embedded server (shared by local processes).")
 
     amqp_url: str | None = Field(None, description="RabbitMQ URL; unset uses the in-process bus.")
-    exchange: str = "pingo.events"
+    exchange: str = Field("pingo.events", description="RabbitMQ topic exchange; queues are <exchange>.<service>.")
 
-    host: str = "127.0.0.1"
+    host: str = Field("127.0.0.1", description="Gateway bind address.")
     port: int = Field(8080, description="Gateway (workflow manager) HTTP port.")
-    callback_host: str = "127.0.0.1"
-    callback_port: int = 8081
+    callback_host: str = Field("127.0.0.1", description="Callback service bind address.")
+    callback_port: int = Field(8081, description="Callback service HTTP port.")
     callback_base_url: str | None = Field(
         None, description="URL executors call back on; default http://<callback_host>:<callback_port>."
     )
-    max_body_bytes: int = 1_048_576
+    max_body_bytes: int = Field(1_048_576, description="Largest workflow submission accepted (413 above).")
 
-    executor: Literal["local"] = "local"
-    storage: Literal["local"] = "local"
+    executor: Literal["local"] = Field("local", description="Where actions run.")
+    storage: Literal["local"] = Field("local", description="Where datasets live.")
     managed_root: Path | None = Field(None, description="Managed datasets root; default <data_dir>/datasets.")
     output_roots: list[Path] = Field(
         default_factory=list, description="Where unmanaged outputs may go; default <data_dir>/outputs."
@@ -49,21 +49,21 @@ class Settings(BaseSettings):
 
     scrape_interval: float = Field(5.0, description="Fallback timer of the scrapers, seconds.")
     stale_after: float = Field(60.0, description="PROCESSING older than this is taken again, seconds.")
-    submit_retry_ceiling: int = 3
+    submit_retry_ceiling: int = Field(3, description="Submit errors before an action is FAILED.")
     submitters: int = Field(4, ge=0, description="Submitter tasks per action manager (0: claim only).")
     deletors: int = Field(4, ge=1, description="Deletor tasks per dataset manager.")
-    queue_size: int = 64
+    queue_size: int = Field(64, description="Bounded queue between a scraper and its workers.")
     poll_interval: float = Field(2.0, description="First poll of a SUBMITTED/RUNNING action, seconds.")
-    poll_max_interval: float = 30.0
-    settle_interval: float = 10.0
+    poll_max_interval: float = Field(30.0, description="Longest gap between two polls of one action, seconds.")
+    settle_interval: float = Field(10.0, description="Repair sweeps (stuck WAITING, unsettled workflows), seconds.")
 
     capacity_bytes: int = Field(10 * 1024**3, description="Budget for managed intermediate datasets.")
     threshold: float = Field(0.9, description="Decision runs when usage passes threshold x capacity.")
     target: float = Field(0.8, description="...and frees until usage is under target x capacity.")
-    algorithm: str = "adaptive"
+    algorithm: str = Field("adaptive", description="Decision algorithm: adaptive, mcu.")
     history_window: int = Field(10_000, description="Actions in the decision's rolling window.")
-    decision_interval: float = 10.0
-    orphan_sweep_interval: float = 300.0
+    decision_interval: float = Field(10.0, description="Decision timer (it also wakes on dataset.stored), seconds.")
+    orphan_sweep_interval: float = Field(300.0, description="Removal of unowned files under the managed root, seconds.")
 
     @cached_property
     def managed_dir(self) -> Path:

@@ -37,12 +37,16 @@ class Outcomes:
     by: str
 
     async def publish(self, type_: EventType, action: dict[str, Any], **payload: Any) -> None:
-        await self.bus.publish(Event(
-            type=type_, producer=self.by,
-            subject=Subject(workflow_id=action.get("workflow_id"), action_id=action["_id"],
-                            dataset_hash=action.get("hash")),
-            payload=payload,
-        ))
+        await self.bus.publish(
+            Event(
+                type=type_,
+                producer=self.by,
+                subject=Subject(
+                    workflow_id=action.get("workflow_id"), action_id=action["_id"], dataset_hash=action.get("hash")
+                ),
+                payload=payload,
+            )
+        )
 
     async def check(self, action: dict[str, Any]) -> None:
         """Ask the executor about one SUBMITTED/RUNNING action and act on its answer."""
@@ -54,9 +58,16 @@ class Outcomes:
     async def apply(self, action: dict[str, Any], status: JobStatus) -> None:
         job = {"job_id": action["job_id"]}
         if status.state == JobState.RUNNING and action["state"] == A.SUBMITTED:
-            res = await transition(self.store.actions, ACTION_TRANSITIONS, action["_id"], A.RUNNING,
-                                   by=self.by, sources=[A.SUBMITTED], where=job,
-                                   set={"started_at": status.started_at or time.time()})
+            res = await transition(
+                self.store.actions,
+                ACTION_TRANSITIONS,
+                action["_id"],
+                A.RUNNING,
+                by=self.by,
+                sources=[A.SUBMITTED],
+                where=job,
+                set={"started_at": status.started_at or time.time()},
+            )
             if res:
                 await self.publish(EventType.ACTION_RUNNING, res)
         elif status.state == JobState.SUCCEEDED:
@@ -74,18 +85,29 @@ class Outcomes:
         seconds = max(0.0, (status.ended_at or time.time()) - started)
         if action.get("managed"):
             try:
-                await ds.record_output(self.store, action["hash"], action["_id"], size, seconds,
-                                       bool(action.get("leaf")), self.by)
+                await ds.record_output(
+                    self.store, action["hash"], action["_id"], size, seconds, bool(action.get("leaf")), self.by
+                )
             except ds.Deferred:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
                 return
         await ds.release_claims(self.store, action.get("claims", []), action["_id"])
         await self.ready_children(action)
         res = await transition(
-            self.store.actions, ACTION_TRANSITIONS, action["_id"], A.FINISHED, by=self.by,
-            sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
-            set={"finished_at": time.time(), "size": size, "seconds": seconds, "ended_at": status.ended_at,
-                 "started_at": status.started_at or action.get("started_at")},
+            self.store.actions,
+            ACTION_TRANSITIONS,
+            action["_id"],
+            A.FINISHED,
+            by=self.by,
+            sources=[A.SUBMITTED, A.RUNNING],
+            where={"job_id": action["job_id"]},
+            set={
+                "finished_at": time.time(),
+                "size": size,
+                "seconds": seconds,
+                "ended_at": status.ended_at,
+                "started_at": status.started_at or action.get("started_at"),
+            },
         )
         if res is None:
             return
@@ -97,13 +119,21 @@ class Outcomes:
     async def ready_children(self, action: dict[str, Any]) -> None:
         for child_id in action.get("children", []):
             child = await self.store.actions.find_one_and_update(
-                {"_id": child_id}, {"$pull": {"pending_parents": action["_id"]}},
+                {"_id": child_id},
+                {"$pull": {"pending_parents": action["_id"]}},
                 projection={"pending_parents": 1, "state": 1},
             )
             if child is None or child["state"] != A.WAITING:
                 continue
-            res = await transition(self.store.actions, ACTION_TRANSITIONS, child_id, A.READY, by=self.by,
-                                   sources=[A.WAITING], where={"pending_parents": {"$size": 0}})
+            res = await transition(
+                self.store.actions,
+                ACTION_TRANSITIONS,
+                child_id,
+                A.READY,
+                by=self.by,
+                sources=[A.WAITING],
+                where={"pending_parents": {"$size": 0}},
+            )
             if res:
                 await self.publish(EventType.ACTION_READY, res)
 
@@ -112,9 +142,15 @@ class Outcomes:
         await self.release(action, reason)
         await self.end_descendants(action)
         res = await transition(
-            self.store.actions, ACTION_TRANSITIONS, action["_id"], target, by=self.by,
-            sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
-            set={"finished_at": time.time(), "error": error, "reason": reason}, note=reason,
+            self.store.actions,
+            ACTION_TRANSITIONS,
+            action["_id"],
+            target,
+            by=self.by,
+            sources=[A.SUBMITTED, A.RUNNING],
+            where={"job_id": action["job_id"]},
+            set={"finished_at": time.time(), "error": error, "reason": reason},
+            note=reason,
         )
         if res is None:
             return
@@ -145,9 +181,14 @@ class Outcomes:
     async def kill_pending(self, action_id: str, reason: str) -> dict[str, Any] | None:
         """End an action that has no job yet (WAITING, READY, PROCESSING) as KILLED."""
         res = await transition(
-            self.store.actions, ACTION_TRANSITIONS, action_id, A.KILLED, by=self.by,
+            self.store.actions,
+            ACTION_TRANSITIONS,
+            action_id,
+            A.KILLED,
+            by=self.by,
             sources=[A.WAITING, A.READY, A.PROCESSING],
-            set={"finished_at": time.time(), "reason": reason, "error": reason}, note=reason,
+            set={"finished_at": time.time(), "reason": reason, "error": reason},
+            note=reason,
         )
         if res is not None:
             await self.release(res, reason)
@@ -157,6 +198,11 @@ class Outcomes:
     async def settle(self, workflow_id: str) -> None:
         res = await settle(self.store, workflow_id, self.by)
         if res is not None:
-            await self.bus.publish(Event(type=EventType.WORKFLOW_FINISHED, producer=self.by,
-                                         subject=Subject(workflow_id=workflow_id),
-                                         payload={"state": res["state"]}))
+            await self.bus.publish(
+                Event(
+                    type=EventType.WORKFLOW_FINISHED,
+                    producer=self.by,
+                    subject=Subject(workflow_id=workflow_id),
+                    payload={"state": res["state"]},
+                )
+            )

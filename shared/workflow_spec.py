@@ -178,9 +178,7 @@ def parse_workflow(body: Any) -> tuple[WorkflowSpec | None, list[Violation]]:
         name = "workflow"
     raw_actions = body.get("actions")
     if not isinstance(raw_actions, list) or not raw_actions:
-        violations.append(
-            Violation(loc="actions", field="actions", message="a workflow must have at least one action")
-        )
+        violations.append(Violation(loc="actions", field="actions", message="a workflow must have at least one action"))
         raw_actions = raw_actions if isinstance(raw_actions, list) else []
 
     actions: list[ActionSpec] = []
@@ -235,9 +233,7 @@ def parse_workflow(body: Any) -> tuple[WorkflowSpec | None, list[Violation]]:
     g.add_edges_from((p, a.id) for a in actions for p in a.parents if p in seen and p != a.id)
     for cycle in nx.simple_cycles(g):
         path = " -> ".join(str(n) for n in [*cycle, cycle[0]])
-        violations.append(
-            Violation(loc="actions", field="parentActions", actionId=cycle[0], message=f"cycle: {path}")
-        )
+        violations.append(Violation(loc="actions", field="parentActions", actionId=cycle[0], message=f"cycle: {path}"))
         if len(violations) > 200:
             break
     start, end = refs["startActionId"], refs["endActionId"]
@@ -268,9 +264,7 @@ def _parse_action(i: int, raw: Any, violations: list[Violation]) -> ActionSpec |
     except ValidationError as exc:
         for err in exc.errors():
             field = str(err["loc"][0]) if err["loc"] else None
-            violations.append(
-                Violation(loc=_loc((where, *err["loc"])), actionId=hint, field=field, message=err["msg"])
-            )
+            violations.append(Violation(loc=_loc((where, *err["loc"])), actionId=hint, field=field, message=err["msg"]))
         return None
 
     def bad(field: str, message: str) -> None:
@@ -293,7 +287,7 @@ def _parse_action(i: int, raw: Any, violations: list[Violation]) -> ActionSpec |
     for j, p in enumerate(r.parentActions):
         pid = p.get("id", p.get("actionId")) if isinstance(p, dict) else p
         if isinstance(pid, bool) or not isinstance(pid, int | str):
-            bad(f"parentActions[{j}]", "a parent must be an action id or {\"id\": <action id>}")
+            bad(f"parentActions[{j}]", 'a parent must be an action id or {"id": <action id>}')
         else:
             parents.append(pid)
     if atype is not None:

@@ -50,8 +50,10 @@ def amqp_url() -> str:
     if not _broker_up():
         server = shutil.which("rabbitmq-server")
         if server is None:
-            pytest.fail("RabbitMQ is not running on 127.0.0.1:5672 and rabbitmq-server is not installed "
-                        "(apt-get install rabbitmq-server); these tests need a real broker.")
+            pytest.fail(
+                "RabbitMQ is not running on 127.0.0.1:5672 and rabbitmq-server is not installed "
+                "(apt-get install rabbitmq-server); these tests need a real broker."
+            )
         subprocess.run([server, "-detached"], check=False)
         deadline = time.time() + 90
         while not _broker_up() and time.time() < deadline:
@@ -70,9 +72,21 @@ def mongo_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     data = tmp_path_factory.mktemp("nx-27017")
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from nx_27017.nx_27017 import main; main()", "--data-dir", str(data),
-         "--port", str(port), "--pid-file", str(data / "pid"), "--log-file", str(data / "log")],
-        stdout=subprocess.DEVNULL, stderr=open(data / "stderr", "wb"),
+        [
+            sys.executable,
+            "-c",
+            "from nx_27017.nx_27017 import main; main()",
+            "--data-dir",
+            str(data),
+            "--port",
+            str(port),
+            "--pid-file",
+            str(data / "pid"),
+            "--log-file",
+            str(data / "log"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(data / "stderr", "wb"),
     )
     url = f"mongodb://127.0.0.1:{port}"
     deadline = time.time() + 30
@@ -92,10 +106,22 @@ def mongo_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 def make_settings(tmp_path: Path, mongo_url: str, **overrides: Any) -> Settings:
     tag = uuid.uuid4().hex[:10]
     base: dict[str, Any] = dict(
-        data_dir=tmp_path / "data", mongo_url=mongo_url, mongo_db=f"t_{tag}", exchange=f"pingo.test.{tag}",
-        port=free_port(), callback_port=free_port(), scrape_interval=0.5, stale_after=4.0, poll_interval=0.5,
-        poll_max_interval=2.0, settle_interval=1.0, decision_interval=0.5, orphan_sweep_interval=3600,
-        action_roots=[ROOT], output_roots=[tmp_path / "outputs"], local_slots=4,
+        data_dir=tmp_path / "data",
+        mongo_url=mongo_url,
+        mongo_db=f"t_{tag}",
+        exchange=f"pingo.test.{tag}",
+        port=free_port(),
+        callback_port=free_port(),
+        scrape_interval=0.5,
+        stale_after=4.0,
+        poll_interval=0.5,
+        poll_max_interval=2.0,
+        settle_interval=1.0,
+        decision_interval=0.5,
+        orphan_sweep_interval=3600,
+        action_roots=[ROOT],
+        output_roots=[tmp_path / "outputs"],
+        local_slots=4,
     )
     base.update(overrides)
     return Settings(**base)
@@ -106,37 +132,51 @@ def settings(tmp_path: Path, mongo_url: str) -> Settings:
     return make_settings(tmp_path, mongo_url)
 
 
-def shell_action(aid: Any, label: str, parents: list = (), seconds: float = 0.0, size_kb: int = 4,
-                 **extra: Any) -> dict[str, Any]:
+def shell_action(
+    aid: Any, label: str, parents: list = (), seconds: float = 0.0, size_kb: int = 4, **extra: Any
+) -> dict[str, Any]:
     """An action running examples/jobs/synth.py (thesis format)."""
     return {
-        "id": aid, "name": extra.pop("name", label), "type": "SHELL", "actionFolder": "examples/jobs",
-        "command": ["python3", "synth.py"], "parentActions": [{"id": p} for p in parents],
-        "additionalInput": [{"key": "label", "value": label}, {"key": "seconds", "value": str(seconds)},
-                            {"key": "sizeKB", "value": str(size_kb)}],
+        "id": aid,
+        "name": extra.pop("name", label),
+        "type": "SHELL",
+        "actionFolder": "examples/jobs",
+        "command": ["python3", "synth.py"],
+        "parentActions": [{"id": p} for p in parents],
+        "additionalInput": [
+            {"key": "label", "value": label},
+            {"key": "seconds", "value": str(seconds)},
+            {"key": "sizeKB", "value": str(size_kb)},
+        ],
         **extra,
     }
 
 
 def diamond(prefix: str = "d", seconds: float = 0.0) -> dict[str, Any]:
-    return {"name": "diamond", "actions": [
-        shell_action(1, f"{prefix}-a", seconds=seconds),
-        shell_action(2, f"{prefix}-b", [1], seconds=seconds),
-        shell_action(3, f"{prefix}-c", [1], seconds=seconds),
-        shell_action(4, f"{prefix}-d", [2, 3], seconds=seconds),
-    ]}
+    return {
+        "name": "diamond",
+        "actions": [
+            shell_action(1, f"{prefix}-a", seconds=seconds),
+            shell_action(2, f"{prefix}-b", [1], seconds=seconds),
+            shell_action(3, f"{prefix}-c", [1], seconds=seconds),
+            shell_action(4, f"{prefix}-d", [2, 3], seconds=seconds),
+        ],
+    }
 
 
 def multilevel(prefix: str = "m") -> dict[str, Any]:
     """Four levels, a fan-in and an edge skipping a level."""
-    return {"name": "multilevel", "actions": [
-        shell_action(10, f"{prefix}-root"),
-        shell_action(11, f"{prefix}-l1a", [10]),
-        shell_action(12, f"{prefix}-l1b", [10]),
-        shell_action(13, f"{prefix}-l2", [11, 12]),
-        shell_action(14, f"{prefix}-l3", [13, 10]),
-        shell_action(15, f"{prefix}-l3b", [13]),
-    ]}
+    return {
+        "name": "multilevel",
+        "actions": [
+            shell_action(10, f"{prefix}-root"),
+            shell_action(11, f"{prefix}-l1a", [10]),
+            shell_action(12, f"{prefix}-l1b", [10]),
+            shell_action(13, f"{prefix}-l2", [11, 12]),
+            shell_action(14, f"{prefix}-l3", [13, 10]),
+            shell_action(15, f"{prefix}-l3b", [13]),
+        ],
+    }
 
 
 class Api:
@@ -179,8 +219,10 @@ class Api:
             if wf["state"] in TERMINAL:
                 return wf
             if time.time() > deadline:
-                raise AssertionError(f"workflow {wf_id} still {wf['state']} after {timeout}s: "
-                                     + json.dumps([(a["localId"], a["state"], a.get("error")) for a in wf["actions"]]))
+                raise AssertionError(
+                    f"workflow {wf_id} still {wf['state']} after {timeout}s: "
+                    + json.dumps([(a["localId"], a["state"], a.get("error")) for a in wf["actions"]])
+                )
             await asyncio.sleep(0.2)
 
     async def run(self, body: Any, timeout: float = 90.0) -> dict[str, Any]:
@@ -236,9 +278,14 @@ class Processes(Api):
         key = tag or name
         log = open(self.logs / f"{key}.log", "ab")
         base = {**settings_env(self.settings), "PINGO_EXEC_LOG": str(Path(self.settings.data_dir) / "exec.log")}
-        proc = subprocess.Popen([sys.executable, "-m", f"services.{name}"], cwd=ROOT,
-                                env={**base, **env}, stdout=log, stderr=log,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", f"services.{name}"],
+            cwd=ROOT,
+            env={**base, **env},
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
         self.procs[key] = proc
         return proc
 

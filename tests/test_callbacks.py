@@ -40,8 +40,9 @@ async def test_repeated_and_late_callbacks_change_nothing(system: Api) -> None:
     wf = await system.run(diamond("cb-dup"))
     assert wf["state"] == "SUCCEEDED"
     before = await snapshot(system, wf["id"])
-    datasets_before = sorted([(d["_id"], d["compute_count"], len(decode(d)["history"]))
-                              async for d in system.db.datasets.find()])
+    datasets_before = sorted(
+        [(d["_id"], d["compute_count"], len(decode(d)["history"])) async for d in system.db.datasets.find()]
+    )
     for a in wf["actions"]:
         doc = await system.db.actions.find_one({"_id": a["id"]})
         for state in ("SUCCEEDED", "RUNNING", "SUCCEEDED", "FAILED"):
@@ -49,5 +50,7 @@ async def test_repeated_and_late_callbacks_change_nothing(system: Api) -> None:
             assert status == 200
     await asyncio.sleep(0.5)
     assert await snapshot(system, wf["id"]) == before
-    assert sorted([(d["_id"], d["compute_count"], len(decode(d)["history"]))
-                   async for d in system.db.datasets.find()]) == datasets_before
+    assert (
+        sorted([(d["_id"], d["compute_count"], len(decode(d)["history"])) async for d in system.db.datasets.find()])
+        == datasets_before
+    )

@@ -35,22 +35,27 @@ def wait_http(url: str, timeout: float = 60.0) -> None:
 def dev(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINGO_")}
     port = free_port()
-    env.update(PINGO_DATA_DIR=str(tmp_path / "data"), PINGO_EMBEDDED_MONGO_PORT=str(free_port()),
-               PINGO_CALLBACK_PORT=str(free_port()),
-               PINGO_SCRAPE_INTERVAL="0.5", PINGO_POLL_INTERVAL="0.5")
+    env.update(
+        PINGO_DATA_DIR=str(tmp_path / "data"),
+        PINGO_EMBEDDED_MONGO_PORT=str(free_port()),
+        PINGO_CALLBACK_PORT=str(free_port()),
+        PINGO_SCRAPE_INTERVAL="0.5",
+        PINGO_POLL_INTERVAL="0.5",
+    )
     url = f"http://127.0.0.1:{port}"
     procs: list[subprocess.Popen] = []
 
     def start() -> subprocess.Popen:
-        log = open(tmp_path / "dev.log", "ab")  # noqa: SIM115
+        log = open(tmp_path / "dev.log", "ab")
         p = subprocess.Popen([*PINGO, "dev", "--port", str(port)], cwd=ROOT, env=env, stdout=log, stderr=log)
         procs.append(p)
         wait_http(f"{url}/healthz")
         return p
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([*PINGO, *args], cwd=ROOT, env={**env, "PINGO_URL": url}, capture_output=True,
-                              text=True, timeout=120)
+        return subprocess.run(
+            [*PINGO, *args], cwd=ROOT, env={**env, "PINGO_URL": url}, capture_output=True, text=True, timeout=120
+        )
 
     yield start, cli, tmp_path
     for p in procs:
@@ -101,8 +106,9 @@ def test_bad_input_gets_a_clear_message_and_nonzero_exit(dev, tmp_path: Path) ->
     bad_json = cli("submit", str(broken))
     assert bad_json.returncode == 2 and "broken.json:2:" in bad_json.stderr
     invalid = tmp_path / "invalid.json"
-    invalid.write_text(json.dumps({"actions": [{"id": 1, "name": "x", "type": "teleport"},
-                                               {"id": 1, "name": "y", "type": "SHELL"}]}))
+    invalid.write_text(
+        json.dumps({"actions": [{"id": 1, "name": "x", "type": "teleport"}, {"id": 1, "name": "y", "type": "SHELL"}]})
+    )
     rejected = cli("submit", str(invalid))
     assert rejected.returncode == 1
     assert "unknown action type 'teleport'" in rejected.stderr
@@ -115,11 +121,32 @@ def test_kill_running_workflow(dev, tmp_path: Path) -> None:
     start, cli, _ = dev
     start()
     slow = tmp_path / "slow.json"
-    slow.write_text(json.dumps({"name": "slow", "actions": [
-        {"id": 1, "name": "sleepy", "type": "SHELL", "actionFolder": "examples/jobs", "command": ["python3", "synth.py"],
-         "additionalInput": [{"value": "kill-me"}, {"value": "60"}, {"value": "1"}]},
-        {"id": 2, "name": "after", "type": "SHELL", "actionFolder": "examples/jobs", "command": ["python3", "synth.py"],
-         "parentActions": [1], "additionalInput": [{"value": "after-kill"}, {"value": "0"}, {"value": "1"}]}]}))
+    slow.write_text(
+        json.dumps(
+            {
+                "name": "slow",
+                "actions": [
+                    {
+                        "id": 1,
+                        "name": "sleepy",
+                        "type": "SHELL",
+                        "actionFolder": "examples/jobs",
+                        "command": ["python3", "synth.py"],
+                        "additionalInput": [{"value": "kill-me"}, {"value": "60"}, {"value": "1"}],
+                    },
+                    {
+                        "id": 2,
+                        "name": "after",
+                        "type": "SHELL",
+                        "actionFolder": "examples/jobs",
+                        "command": ["python3", "synth.py"],
+                        "parentActions": [1],
+                        "additionalInput": [{"value": "after-kill"}, {"value": "0"}, {"value": "1"}],
+                    },
+                ],
+            }
+        )
+    )
     sub = cli("submit", str(slow))
     wf_id = sub.stdout.split()[1].rstrip(":")
     deadline = time.time() + 30

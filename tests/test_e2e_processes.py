@@ -67,7 +67,7 @@ async def test_workflows_run_once_and_are_reused(processes: Processes) -> None:
     assert len(executions(log)) == 15
 
     # The datasets of the first run are all there, with sizes recorded.
-    status, body = await processes.request("GET", "/api/v1/datasets")
+    _, body = await processes.request("GET", "/api/v1/datasets")
     sizes = {d["hash"]: d["size"] for d in body["datasets"]}
     for a in first_m["actions"]:
         assert sizes[a["hash"]] == (a["size"] if a["size"] is not None else sizes[a["hash"]]) > 0
@@ -75,10 +75,13 @@ async def test_workflows_run_once_and_are_reused(processes: Processes) -> None:
 
 async def test_unmanaged_action_always_computes(processes: Processes) -> None:
     log = Path(processes.settings.data_dir) / "exec.log"
-    body = {"name": "report", "actions": [
-        shell_action(1, "u-src"),
-        shell_action(2, "u-report", [1], outputPath="reports/final", isManaged=False),
-    ]}
+    body = {
+        "name": "report",
+        "actions": [
+            shell_action(1, "u-src"),
+            shell_action(2, "u-report", [1], outputPath="reports/final", isManaged=False),
+        ],
+    }
     for run in range(2):
         wf = await processes.run(body)
         assert wf["state"] == "SUCCEEDED"
@@ -92,11 +95,19 @@ async def test_unmanaged_action_always_computes(processes: Processes) -> None:
 
 
 async def test_same_computation_in_other_workflow_is_reused(processes: Processes) -> None:
-    a = {"name": "first", "actions": [
-        shell_action(1, "x-root"), shell_action(2, "x-mid", [1]), shell_action(3, "x-sibling", [1])]}
-    b = {"name": "second", "actions": [
-        shell_action(7, "x-root"), shell_action(8, "x-other", [7]), shell_action(9, "x-mid", [7]),
-        shell_action(10, "x-new", [9])]}
+    a = {
+        "name": "first",
+        "actions": [shell_action(1, "x-root"), shell_action(2, "x-mid", [1]), shell_action(3, "x-sibling", [1])],
+    }
+    b = {
+        "name": "second",
+        "actions": [
+            shell_action(7, "x-root"),
+            shell_action(8, "x-other", [7]),
+            shell_action(9, "x-mid", [7]),
+            shell_action(10, "x-new", [9]),
+        ],
+    }
     wa = await processes.run(a)
     wb = await processes.run(b)
     assert wb["state"] == "SUCCEEDED"
@@ -110,20 +121,38 @@ async def test_same_computation_in_other_workflow_is_reused(processes: Processes
 
 
 async def test_failing_action_fails_workflow_and_kills_descendants(processes: Processes) -> None:
-    stored = await processes.run({"name": "seed", "actions": [shell_action(1, "f-shared"), shell_action(2, "f-leaf", [1])]})
+    stored = await processes.run(
+        {"name": "seed", "actions": [shell_action(1, "f-shared"), shell_action(2, "f-leaf", [1])]}
+    )
     shared_hash = stored["actions"][0]["hash"]
-    failing = {"name": "failing", "actions": [
-        shell_action(1, "f-ok"),
-        {"id": 2, "name": "boom", "type": "SHELL", "actionFolder": "examples/jobs", "command": ["python3", "fail.py"],
-         "parentActions": [{"id": 1}], "additionalInput": [{"value": "it broke"}]},
-        shell_action(3, "f-after", [2, 5]),
-        shell_action(4, "f-after-after", [3]),
-        shell_action(5, "f-shared"),
-        shell_action(6, "f-independent", [1], seconds=1.0),
-    ]}
+    failing = {
+        "name": "failing",
+        "actions": [
+            shell_action(1, "f-ok"),
+            {
+                "id": 2,
+                "name": "boom",
+                "type": "SHELL",
+                "actionFolder": "examples/jobs",
+                "command": ["python3", "fail.py"],
+                "parentActions": [{"id": 1}],
+                "additionalInput": [{"value": "it broke"}],
+            },
+            shell_action(3, "f-after", [2, 5]),
+            shell_action(4, "f-after-after", [3]),
+            shell_action(5, "f-shared"),
+            shell_action(6, "f-independent", [1], seconds=1.0),
+        ],
+    }
     plan = await processes.submit(failing)
     assert decisions(plan | {"actions": plan["actions"]}) == {
-        1: "compute", 2: "compute", 3: "compute", 4: "compute", 5: "reuse", 6: "compute"}
+        1: "compute",
+        2: "compute",
+        3: "compute",
+        4: "compute",
+        5: "reuse",
+        6: "compute",
+    }
     claimed = await processes.db.datasets.find_one({"_id": shared_hash})
     assert claimed["claims"] == [f"{plan['id']}.3"]
     wf = await processes.wait(plan["id"])
@@ -150,8 +179,12 @@ async def test_two_action_managers_submit_each_action_once(processes: Processes)
     assert all(a["attempts"] == 1 for a in wf["actions"])
     jobs = list(processes.settings.jobs_dir.iterdir())
     assert len([j for j in jobs if not j.name.startswith(".")]) == n
-    owners = {h["by"] async for a in processes.db.actions.find({"workflow_id": wf["id"]})
-              for h in decode(a)["history"] if h["state"] == "PROCESSING"}
+    owners = {
+        h["by"]
+        async for a in processes.db.actions.find({"workflow_id": wf["id"]})
+        for h in decode(a)["history"]
+        if h["state"] == "PROCESSING"
+    }
     assert len(owners) == 2, "both managers should have taken a share"
 
 

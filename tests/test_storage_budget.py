@@ -21,8 +21,12 @@ def settings(tmp_path: Path, mongo_url: str):
 
 
 def chain(prefix: str, n: int, size_kb: int, seconds: float = 0.0) -> dict:
-    return {"name": prefix, "actions": [shell_action(i, f"{prefix}-{i}", [i - 1] if i else [], seconds=seconds,
-                                                     size_kb=size_kb) for i in range(n)]}
+    return {
+        "name": prefix,
+        "actions": [
+            shell_action(i, f"{prefix}-{i}", [i - 1] if i else [], seconds=seconds, size_kb=size_kb) for i in range(n)
+        ],
+    }
 
 
 async def stored_bytes(api: Api) -> int:
@@ -42,8 +46,13 @@ async def test_usage_is_brought_under_threshold_and_leaves_survive(system: Api) 
     assert wf["state"] == "SUCCEEDED"
 
     async def under() -> bool:
-        return await stored_bytes(system) <= s.threshold * s.capacity_bytes and \
-            await system.db.datasets.count_documents({"state": {"$in": ["STORED_TO_DELETE", "PROCESSING", "DELETING"]}}) == 0
+        return (
+            await stored_bytes(system) <= s.threshold * s.capacity_bytes
+            and await system.db.datasets.count_documents(
+                {"state": {"$in": ["STORED_TO_DELETE", "PROCESSING", "DELETING"]}}
+            )
+            == 0
+        )
 
     await eventually(under)
     deleted = [d async for d in system.db.datasets.find({"state": "DELETED"})]
@@ -66,16 +75,25 @@ async def test_usage_is_brought_under_threshold_and_leaves_survive(system: Api) 
 
 
 async def test_claimed_dataset_is_not_deleted_while_its_reader_waits(system: Api) -> None:
-    seed = await system.run({"name": "seed", "actions": [shell_action(1, "claim-r", size_kb=150),
-                                                         shell_action(2, "claim-leaf", [1], size_kb=1)]})
+    seed = await system.run(
+        {
+            "name": "seed",
+            "actions": [shell_action(1, "claim-r", size_kb=150), shell_action(2, "claim-leaf", [1], size_kb=1)],
+        }
+    )
     r_hash = seed["actions"][0]["hash"]
     # With 150 KB stored against a 180 KB threshold nothing happens yet; this workflow adds
     # a slow 150 KB action, and its child reads both that and the stored R (a claim).
-    plan = await system.submit({"name": "reader", "actions": [
-        shell_action(1, "claim-slow", seconds=3.0, size_kb=150),
-        shell_action(2, "claim-r", size_kb=150),
-        shell_action(3, "claim-reader", [1, 2], size_kb=1),
-    ]})
+    plan = await system.submit(
+        {
+            "name": "reader",
+            "actions": [
+                shell_action(1, "claim-slow", seconds=3.0, size_kb=150),
+                shell_action(2, "claim-r", size_kb=150),
+                shell_action(3, "claim-reader", [1, 2], size_kb=1),
+            ],
+        }
+    )
     assert {a["localId"]: a["decision"] for a in plan["actions"]} == {1: "compute", 2: "reuse", 3: "compute"}
     r = await system.db.datasets.find_one({"_id": r_hash})
     assert r["claims"] == [f"{plan['id']}.3"]
@@ -88,7 +106,9 @@ async def test_claimed_dataset_is_not_deleted_while_its_reader_waits(system: Api
         await asyncio.sleep(0.1)
     assert wf["state"] == "SUCCEEDED"
     assert seen == {"STORED"}
-    left = [(d["_id"][:8], d["state"], d["claims"]) async for d in system.db.datasets.find({"claims.0": {"$exists": True}})]
+    left = [
+        (d["_id"][:8], d["state"], d["claims"]) async for d in system.db.datasets.find({"claims.0": {"$exists": True}})
+    ]
     assert left == []
     # Once no one claims them, the over-budget intermediates are deleted: the claim was the only protection.
     await eventually(lambda: _stored_under(system))
@@ -101,8 +121,9 @@ async def _stored_under(system: Api) -> bool:
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_algorithms_free_what_is_asked_from_candidates_only(name: str) -> None:
     algo = get_algorithm(name)
-    cands = [Candidate(f"h{i}", size=(i % 5 + 1) * 100, compute_time=float(i % 7 + 1), last_used=float(i))
-             for i in range(40)]
+    cands = [
+        Candidate(f"h{i}", size=(i % 5 + 1) * 100, compute_time=float(i % 7 + 1), last_used=float(i)) for i in range(40)
+    ]
     history = SimplifiedHistory([[f"h{(i * 7 + j) % 40}" for j in range(5)] + ["leaf-x"] for i in range(30)])
     for to_free in (1, 450, 5000, 10**9):
         chosen = algo.select(history, cands, to_free)

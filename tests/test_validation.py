@@ -25,17 +25,26 @@ def shell(aid: Any, parents: list = (), **extra: Any) -> dict[str, Any]:
 
 def command_line(aid: Any, parents: list = (), **extra: Any) -> dict[str, Any]:
     return {
-        "id": aid, "name": f"cl-{aid}", "type": "COMMAND_LINE", "actionFolder": "examples/jobs",
-        "mainClassName": "org.example.Job", "parentActions": [{"id": p} for p in parents],
-        "additionalInput": [{"key": "n", "value": str(aid)}], **extra,
+        "id": aid,
+        "name": f"cl-{aid}",
+        "type": "COMMAND_LINE",
+        "actionFolder": "examples/jobs",
+        "mainClassName": "org.example.Job",
+        "parentActions": [{"id": p} for p in parents],
+        "additionalInput": [{"key": "n", "value": str(aid)}],
+        **extra,
     }
 
 
 def map_reduce(aid: Any, parents: list = (), **extra: Any) -> dict[str, Any]:
     return {
-        "id": aid, "name": f"mr-{aid}", "type": "MAP_REDUCE", "actionFolder": "examples/jobs",
+        "id": aid,
+        "name": f"mr-{aid}",
+        "type": "MAP_REDUCE",
+        "actionFolder": "examples/jobs",
         "configurationParameters": [{"key": "mapreduce.job.reduces", "value": "2"}],
-        "parentActions": [{"id": p} for p in parents], **extra,
+        "parentActions": [{"id": p} for p in parents],
+        **extra,
     }
 
 
@@ -178,8 +187,15 @@ async def test_end_after_start_is_accepted(system):
         (without(map_reduce(1), "actionFolder"), "actionFolder"),
         (without(map_reduce(1), "configurationParameters"), "configurationParameters"),
     ],
-    ids=["cl-no-folder", "cl-no-main", "cl-empty-main", "shell-no-command", "shell-empty-command",
-         "mr-no-folder", "mr-no-conf"],
+    ids=[
+        "cl-no-folder",
+        "cl-no-main",
+        "cl-empty-main",
+        "shell-no-command",
+        "shell-empty-command",
+        "mr-no-folder",
+        "mr-no-conf",
+    ],
 )
 async def test_missing_required_field_is_rejected(system, action, field):
     violations = await rejected(system, workflow(shell(0), {**action, "parentActions": [{"id": 0}]}))
@@ -225,14 +241,17 @@ async def test_unknown_or_missing_type_is_rejected(system, kind):
 
 async def test_every_violation_is_listed_in_one_response(system):
     body = {
-        "name": "many problems", "startActionId": 77, "actions": [
+        "name": "many problems",
+        "startActionId": 77,
+        "actions": [
             shell(1),
-            shell(1),                                          # duplicate id
-            shell(4, [99]),                                    # undefined parent
-            shell(6, [7]), shell(7, [6]),                      # a cycle
-            shell(5, [1], isManaged=False),                    # unmanaged without outputPath
-            without(command_line(2, [1]), "mainClassName"),    # missing required field
-            {**shell(3, [2]), "type": "HIVE"},                 # unknown type
+            shell(1),  # duplicate id
+            shell(4, [99]),  # undefined parent
+            shell(6, [7]),
+            shell(7, [6]),  # a cycle
+            shell(5, [1], isManaged=False),  # unmanaged without outputPath
+            without(command_line(2, [1]), "mainClassName"),  # missing required field
+            {**shell(3, [2]), "type": "HIVE"},  # unknown type
         ],
     }
     violations = await rejected(system, body)
@@ -246,16 +265,19 @@ async def test_every_violation_is_listed_in_one_response(system):
     assert len(violations) == 7, violations
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: shared/workflow_spec.py indexes duplicate-id and parent "
-                   "violations by position among the actions that parsed, not the submitted position")
+@pytest.mark.xfail(
+    strict=True,
+    reason="product bug: shared/workflow_spec.py indexes duplicate-id and parent "
+    "violations by position among the actions that parsed, not the submitted position",
+)
 async def test_locations_count_actions_that_failed_to_parse(system):
     """An invalid action earlier in the list must not shift the location of later problems."""
     body = workflow(
         without(command_line(1), "mainClassName"),  # actions[0]: dropped by the parser
         shell(2),
-        shell(3, [2, 99]),                          # actions[2]: undefined parent
-        shell(2),                                   # actions[3]: duplicate id
-        shell(4, [4]),                              # actions[4]: its own parent
+        shell(3, [2, 99]),  # actions[2]: undefined parent
+        shell(2),  # actions[3]: duplicate id
+        shell(4, [4]),  # actions[4]: its own parent
     )
     violations = await rejected(system, body)
     one(violations, "actions[0].mainClassName", actionId=1)
@@ -267,8 +289,11 @@ async def test_locations_count_actions_that_failed_to_parse(system):
 # --- the body itself ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("raw", [b"{not json", b'{"name": "x", "actions": [', b"", b'{"name": "\xc3\x28"}'],
-                         ids=["garbage", "truncated", "empty", "not-utf8"])
+@pytest.mark.parametrize(
+    "raw",
+    [b"{not json", b'{"name": "x", "actions": [', b"", b'{"name": "\xc3\x28"}'],
+    ids=["garbage", "truncated", "empty", "not-utf8"],
+)
 async def test_malformed_json_is_a_400_with_a_json_error(system, raw):
     status, out = await post(system, raw)
     assert status == 400, out
@@ -293,8 +318,11 @@ async def test_body_just_under_the_limit_is_accepted(system, settings):
     assert [a["id"] for a in plan["actions"]] == [f"{plan['id']}.1"]
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: services/workflow_manager/service.py post_workflow catches "
-                   "only ValueError/UnicodeDecodeError from json.loads; deep nesting raises RecursionError -> 500")
+@pytest.mark.xfail(
+    strict=True,
+    reason="product bug: services/workflow_manager/service.py post_workflow catches "
+    "only ValueError/UnicodeDecodeError from json.loads; deep nesting raises RecursionError -> 500",
+)
 async def test_deeply_nested_json_is_a_400_with_a_json_error(system):
     status, out = await post(system, b"[" * 100_000 + b"]" * 100_000)
     assert status == 400, out
@@ -302,8 +330,11 @@ async def test_deeply_nested_json_is_a_400_with_a_json_error(system):
     assert await system.counts() == NOTHING
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: shared/workflow_spec.py parse_workflow tests `ref not in seen` "
-                   "with an unhashable start/end reference -> TypeError -> 500")
+@pytest.mark.xfail(
+    strict=True,
+    reason="product bug: shared/workflow_spec.py parse_workflow tests `ref not in seen` "
+    "with an unhashable start/end reference -> TypeError -> 500",
+)
 @pytest.mark.parametrize("field", ["startActionId", "endActionId"])
 @pytest.mark.parametrize("ref", [[1], {"id": 1}], ids=["list", "object"])
 async def test_non_scalar_start_or_end_reference_is_rejected(system, field, ref):
@@ -365,7 +396,10 @@ def check_plan(plan: dict[str, Any], local_ids: list[Any]) -> dict[Any, dict[str
 
 async def test_thesis_format_is_accepted(system, settings):
     body = {
-        "name": "thesis format", "startActionId": 1, "endActionId": 3, "actions": [
+        "name": "thesis format",
+        "startActionId": 1,
+        "endActionId": 3,
+        "actions": [
             {**command_line(1), "type": "command-line"},
             {**shell(2, [1]), "type": "Shell"},
             {**command_line(3, [2, 1]), "type": "Command_Line"},
@@ -390,15 +424,33 @@ async def test_thesis_format_is_accepted(system, settings):
 async def test_generator_format_is_accepted(system, settings):
     common = {"type": "SHELL", "actionFolder": "examples/jobs", "command": ["python3", "synth.py"]}
     body = {
-        "name": "generator format", "actions": [
-            {"actionId": 1, "name": "first", **common, "parentActions": [],
-             "additionalInput": [{"key": "label", "value": "g-1"}, {"key": "seconds", "value": "0"},
-                                 {"key": "sizeKB", "value": "1"}],
-             "configurationParameters": [{"key": "mapreduce.job.queuename", "value": "default"}]},
-            {"actionId": 2, "name": "second", **common, "parentActions": [1],
-             "additionalInput": [{"key": "label", "value": "g-2"}, {"key": "seconds", "value": "0"},
-                                 {"key": "sizeKB", "value": "1"}],
-             "configurationParameters": [], "outputPath": "generator/out-2"},
+        "name": "generator format",
+        "actions": [
+            {
+                "actionId": 1,
+                "name": "first",
+                **common,
+                "parentActions": [],
+                "additionalInput": [
+                    {"key": "label", "value": "g-1"},
+                    {"key": "seconds", "value": "0"},
+                    {"key": "sizeKB", "value": "1"},
+                ],
+                "configurationParameters": [{"key": "mapreduce.job.queuename", "value": "default"}],
+            },
+            {
+                "actionId": 2,
+                "name": "second",
+                **common,
+                "parentActions": [1],
+                "additionalInput": [
+                    {"key": "label", "value": "g-2"},
+                    {"key": "seconds", "value": "0"},
+                    {"key": "sizeKB", "value": "1"},
+                ],
+                "configurationParameters": [],
+                "outputPath": "generator/out-2",
+            },
         ],
     }
     plan = await system.submit(body)

@@ -40,7 +40,9 @@ class ActionManager:
         self.tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
-        await self.ctx.bus.subscribe(f"{self.settings.exchange}.{self.name}", [EventType.ACTION_READY.value], self.on_event)
+        await self.ctx.bus.subscribe(
+            f"{self.settings.exchange}.{self.name}", [EventType.ACTION_READY.value], self.on_event
+        )
         self.tasks.append(asyncio.create_task(forever("action scraper", self.scrape, self.ticker)))
         for _ in range(self.settings.submitters):
             self.tasks.append(asyncio.create_task(self.submitter()))
@@ -65,18 +67,31 @@ class ActionManager:
         now = time.time()
         stale = now - self.settings.stale_after
         actions = self.ctx.store.actions
-        candidates = [a async for a in actions.find({"state": A.READY}, {"lease_at": 1, "state": 1})
-                      .sort("updated_at", 1).limit(limit)]
+        candidates = [
+            a
+            async for a in actions.find({"state": A.READY}, {"lease_at": 1, "state": 1})
+            .sort("updated_at", 1)
+            .limit(limit)
+        ]
         if len(candidates) < limit:
-            candidates += [a async for a in actions.find(
-                {"state": A.PROCESSING, "lease_at": {"$lt": stale}}, {"lease_at": 1, "state": 1}
-            ).limit(limit - len(candidates))]
+            candidates += [
+                a
+                async for a in actions.find(
+                    {"state": A.PROCESSING, "lease_at": {"$lt": stale}}, {"lease_at": 1, "state": 1}
+                ).limit(limit - len(candidates))
+            ]
         out = []
         for c in candidates:
             where = {} if c["state"] == A.READY else {"lease_at": c["lease_at"]}
             res = await transition(
-                actions, ACTION_TRANSITIONS, c["_id"], A.PROCESSING, by=self.owner, sources=[c["state"]],
-                where=where, set={"lease_owner": self.owner, "lease_at": time.time()},
+                actions,
+                ACTION_TRANSITIONS,
+                c["_id"],
+                A.PROCESSING,
+                by=self.owner,
+                sources=[c["state"]],
+                where=where,
+                set={"lease_owner": self.owner, "lease_at": time.time()},
                 note=None if c["state"] == A.READY else "stale lease taken over",
             )
             if res is not None:
@@ -102,11 +117,23 @@ class ActionManager:
         attempt_path = storage.attempt_path(action["output_path"], action["_id"], attempt)
         now = time.time()
         res = await transition(
-            store.actions, ACTION_TRANSITIONS, action["_id"], A.SUBMITTED, by=self.owner,
-            sources=[A.PROCESSING], where={"lease_owner": self.owner, "lease_at": action["lease_at"]},
-            set={"attempt": attempt, "external_id": external_id, "attempt_path": attempt_path,
-                 "submitted_at": now, "next_poll_at": now + self.settings.poll_interval, "poll_count": 0,
-                 "job_id": None, "executor": executor.name},
+            store.actions,
+            ACTION_TRANSITIONS,
+            action["_id"],
+            A.SUBMITTED,
+            by=self.owner,
+            sources=[A.PROCESSING],
+            where={"lease_owner": self.owner, "lease_at": action["lease_at"]},
+            set={
+                "attempt": attempt,
+                "external_id": external_id,
+                "attempt_path": attempt_path,
+                "submitted_at": now,
+                "next_poll_at": now + self.settings.poll_interval,
+                "poll_count": 0,
+                "job_id": None,
+                "executor": executor.name,
+            },
         )
         if res is None:
             return  # the lease was taken over, or the action was killed: someone else has it
@@ -115,20 +142,32 @@ class ActionManager:
             await storage.prepare(attempt_path)
             job_id = await executor.find(external_id)
             if job_id is None:
-                job_id = await executor.submit(JobRequest(
-                    action_id=res["_id"], external_id=external_id, type=definition["type"],
-                    name=definition["name"], action_folder=res.get("action_folder_path"),
-                    main_class=definition.get("mainClassName"), command=definition.get("command"),
-                    arguments=[*(p["value"] for p in definition.get("additionalInput", [])),
-                               *res.get("input_paths", []), attempt_path],
-                    configuration={p["key"] or "": p["value"] for p in definition.get("configurationParameters", [])},
-                    notify_url=self.notify_url(res),
-                ))
+                job_id = await executor.submit(
+                    JobRequest(
+                        action_id=res["_id"],
+                        external_id=external_id,
+                        type=definition["type"],
+                        name=definition["name"],
+                        action_folder=res.get("action_folder_path"),
+                        main_class=definition.get("mainClassName"),
+                        command=definition.get("command"),
+                        arguments=[
+                            *(p["value"] for p in definition.get("additionalInput", [])),
+                            *res.get("input_paths", []),
+                            attempt_path,
+                        ],
+                        configuration={
+                            p["key"] or "": p["value"] for p in definition.get("configurationParameters", [])
+                        },
+                        notify_url=self.notify_url(res),
+                    )
+                )
         except Exception as exc:
             await self.submit_failed(res, external_id, exc)
             return
         done = await store.actions.find_one_and_update(
-            {"_id": res["_id"], "state": A.SUBMITTED, "external_id": external_id}, {"$set": {"job_id": job_id}},
+            {"_id": res["_id"], "state": A.SUBMITTED, "external_id": external_id},
+            {"$set": {"job_id": job_id}},
         )
         if done is None:
             # Killed while we were submitting: make sure the job does not run on.
@@ -152,10 +191,18 @@ class ActionManager:
             await self.outcomes.release(action, "submit_failed")
             await self.outcomes.end_descendants(action)
         res = await transition(
-            self.ctx.store.actions, ACTION_TRANSITIONS, action["_id"], target, by=self.owner,
-            sources=[A.SUBMITTED], where={"external_id": external_id},
-            set={"submit_errors": errors, "error": message, **({"reason": "submit_failed",
-                 "finished_at": time.time()} if ceiling else {})},
+            self.ctx.store.actions,
+            ACTION_TRANSITIONS,
+            action["_id"],
+            target,
+            by=self.owner,
+            sources=[A.SUBMITTED],
+            where={"external_id": external_id},
+            set={
+                "submit_errors": errors,
+                "error": message,
+                **({"reason": "submit_failed", "finished_at": time.time()} if ceiling else {}),
+            },
             note=message,
         )
         if res is None:

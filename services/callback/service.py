@@ -17,8 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
-from shared.events import EventType
 from services.workflow_manager.service import health
+from shared.events import EventType
 from shared.runtime import Context
 from shared.states import ACTION_TRANSITIONS, ActionState, WorkflowState
 from shared.store.transitions import transition
@@ -84,14 +84,17 @@ class CallbackService:
             log.exception("confirming a callback for %s failed; the poller will retry", action_id)
 
     def backoff(self, polls: int) -> float:
-        return min(self.settings.poll_max_interval, self.settings.poll_interval * (1.5 ** polls))
+        return min(self.settings.poll_max_interval, self.settings.poll_interval * (1.5**polls))
 
     async def poll(self) -> bool:
         now = time.time()
         actions = self.ctx.store.actions
-        due = [a async for a in actions.find(
-            {"state": {"$in": [A.SUBMITTED, A.RUNNING]}, "next_poll_at": {"$lte": now}}
-        ).sort("next_poll_at", 1).limit(100)]
+        due = [
+            a
+            async for a in actions.find({"state": {"$in": [A.SUBMITTED, A.RUNNING]}, "next_poll_at": {"$lte": now}})
+            .sort("next_poll_at", 1)
+            .limit(100)
+        ]
         for a in due:
             polls = int(a.get("poll_count", 0))
             claimed = await actions.find_one_and_update(
@@ -123,8 +126,13 @@ class CallbackService:
             )
             return
         await transition(
-            self.ctx.store.actions, ACTION_TRANSITIONS, action["_id"], A.READY, by=self.name,
-            sources=[A.SUBMITTED], where={"external_id": action["external_id"], "job_id": None},
+            self.ctx.store.actions,
+            ACTION_TRANSITIONS,
+            action["_id"],
+            A.READY,
+            by=self.name,
+            sources=[A.SUBMITTED],
+            where={"external_id": action["external_id"], "job_id": None},
             note="submitter lost before the job existed",
         )
 
@@ -133,8 +141,15 @@ class CallbackService:
         workflows whose actions all ended."""
         store = self.ctx.store
         async for a in store.actions.find({"state": A.WAITING, "pending_parents": {"$size": 0}}, {"_id": 1}):
-            res = await transition(store.actions, ACTION_TRANSITIONS, a["_id"], A.READY, by=self.name,
-                                   sources=[A.WAITING], where={"pending_parents": {"$size": 0}})
+            res = await transition(
+                store.actions,
+                ACTION_TRANSITIONS,
+                a["_id"],
+                A.READY,
+                by=self.name,
+                sources=[A.WAITING],
+                where={"pending_parents": {"$size": 0}},
+            )
             if res:
                 await self.outcomes.publish(EventType.ACTION_READY, res)
         async for wf in store.workflows.find({"state": WorkflowState.RUNNING}, {"_id": 1}):

@@ -42,8 +42,11 @@ class DatasetManager:
         self.tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
-        await self.ctx.bus.subscribe(f"{self.settings.exchange}.{self.name}", [EventType.DATASET_MARKED.value,
-                                                            EventType.ACTION_FINISHED.value], self.on_event)
+        await self.ctx.bus.subscribe(
+            f"{self.settings.exchange}.{self.name}",
+            [EventType.DATASET_MARKED.value, EventType.ACTION_FINISHED.value],
+            self.on_event,
+        )
         self.tasks.append(asyncio.create_task(forever("dataset scraper", self.scrape, self.ticker)))
         self.tasks.append(asyncio.create_task(forever("orphan sweep", self.sweep, self.sweep_ticker)))
         for _ in range(self.settings.deletors):
@@ -64,9 +67,12 @@ class DatasetManager:
         datasets = self.ctx.store.datasets
         found = [d async for d in datasets.find({"state": D.STORED_TO_DELETE, **UNCLAIMED}).limit(room)]
         if len(found) < room:
-            found += [d async for d in datasets.find(
-                {"state": {"$in": [D.PROCESSING, D.DELETING]}, "lease_at": {"$lt": stale}}
-            ).limit(room - len(found))]
+            found += [
+                d
+                async for d in datasets.find(
+                    {"state": {"$in": [D.PROCESSING, D.DELETING]}, "lease_at": {"$lt": stale}}
+                ).limit(room - len(found))
+            ]
         claimed = 0
         lease = {"lease_owner": self.owner, "lease_at": time.time()}
         for d in found:
@@ -74,9 +80,17 @@ class DatasetManager:
             # A stale DELETING is taken over as DELETING: deleting again is harmless.
             target = D.DELETING if state == D.DELETING else D.PROCESSING
             where = UNCLAIMED if state == D.STORED_TO_DELETE else {"lease_at": d["lease_at"]}
-            res = await transition(datasets, DATASET_TRANSITIONS, d["_id"], target, by=self.owner,
-                                   sources=[state], where=where, set=lease,
-                                   note=None if state == D.STORED_TO_DELETE else "stale lease taken over")
+            res = await transition(
+                datasets,
+                DATASET_TRANSITIONS,
+                d["_id"],
+                target,
+                by=self.owner,
+                sources=[state],
+                where=where,
+                set=lease,
+                note=None if state == D.STORED_TO_DELETE else "stale lease taken over",
+            )
             if res is not None:
                 claimed += 1
                 await self.queue.put(res)
@@ -98,34 +112,68 @@ class DatasetManager:
         datasets = self.ctx.store.datasets
         mine = {"lease_owner": self.owner, "lease_at": d["lease_at"]}
         if d["state"] == D.PROCESSING:
-            d = await transition(datasets, DATASET_TRANSITIONS, d["_id"], D.DELETING, by=self.owner,
-                                 sources=[D.PROCESSING], where={**mine, **UNCLAIMED})
+            d = await transition(
+                datasets,
+                DATASET_TRANSITIONS,
+                d["_id"],
+                D.DELETING,
+                by=self.owner,
+                sources=[D.PROCESSING],
+                where={**mine, **UNCLAIMED},
+            )
             if d is None:
                 return  # claimed or revived meanwhile: it stays
         try:
             await self.ctx.storage.delete(d["path"])
         except Exception as exc:
             log.warning("could not delete %s: %s; back to STORED_TO_DELETE", d["path"], exc)
-            await transition(datasets, DATASET_TRANSITIONS, d["_id"], D.STORED_TO_DELETE, by=self.owner,
-                             sources=[D.DELETING], where={"lease_owner": self.owner}, note=str(exc))
+            await transition(
+                datasets,
+                DATASET_TRANSITIONS,
+                d["_id"],
+                D.STORED_TO_DELETE,
+                by=self.owner,
+                sources=[D.DELETING],
+                where={"lease_owner": self.owner},
+                note=str(exc),
+            )
             return
-        res = await transition(datasets, DATASET_TRANSITIONS, d["_id"], D.DELETED, by=self.owner,
-                               sources=[D.DELETING], where={"lease_owner": self.owner},
-                               set={"deleted_at": time.time()}, unset=["lease_owner", "lease_at"])
+        res = await transition(
+            datasets,
+            DATASET_TRANSITIONS,
+            d["_id"],
+            D.DELETED,
+            by=self.owner,
+            sources=[D.DELETING],
+            where={"lease_owner": self.owner},
+            set={"deleted_at": time.time()},
+            unset=["lease_owner", "lease_at"],
+        )
         if res is not None:
-            await self.ctx.bus.publish(Event(type=EventType.DATASET_DELETED, producer=self.name,
-                                             subject=Subject(dataset_hash=d["_id"]),
-                                             payload={"size": res.get("size"), "path": d["path"]}))
+            await self.ctx.bus.publish(
+                Event(
+                    type=EventType.DATASET_DELETED,
+                    producer=self.name,
+                    subject=Subject(dataset_hash=d["_id"]),
+                    payload={"size": res.get("size"), "path": d["path"]},
+                )
+            )
 
     async def sweep(self) -> bool:
         """Remove files under the managed root that no dataset or running attempt owns,
         if they are older than the oldest action in flight (so none is being written)."""
         store = self.ctx.store
-        in_flight = [a async for a in store.actions.find(
-            {"state": {"$in": [str(s) for s in ACTION_IN_FLIGHT]}}, {"submitted_at": 1, "updated_at": 1, "attempt_path": 1}
-        )]
-        horizon = min([float(a.get("submitted_at") or a["updated_at"]) for a in in_flight],
-                      default=time.time() - self.settings.stale_after)
+        in_flight = [
+            a
+            async for a in store.actions.find(
+                {"state": {"$in": [str(s) for s in ACTION_IN_FLIGHT]}},
+                {"submitted_at": 1, "updated_at": 1, "attempt_path": 1},
+            )
+        ]
+        horizon = min(
+            [float(a.get("submitted_at") or a["updated_at"]) for a in in_flight],
+            default=time.time() - self.settings.stale_after,
+        )
         live_attempts = {Path(a["attempt_path"]).name for a in in_flight if a.get("attempt_path")}
         live = {d["_id"] async for d in store.datasets.find({"state": {"$ne": D.DELETED}}, {"_id": 1})}
         removed = 0

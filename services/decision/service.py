@@ -58,7 +58,9 @@ class DecisionService:
         self.tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
-        await self.ctx.bus.subscribe(f"{self.settings.exchange}.{self.name}", [EventType.DATASET_STORED.value], self.on_event)
+        await self.ctx.bus.subscribe(
+            f"{self.settings.exchange}.{self.name}", [EventType.DATASET_STORED.value], self.on_event
+        )
         self.tasks.append(asyncio.create_task(forever("decision", self.run_once, self.ticker)))
 
     async def stop(self) -> None:
@@ -68,9 +70,15 @@ class DecisionService:
         self.ticker.poke()
 
     async def usage(self) -> int:
-        rows = [r async for r in await self.ctx.store.datasets.aggregate([
-            {"$match": {"state": D.STORED}}, {"$group": {"_id": None, "bytes": {"$sum": "$size"}}},
-        ])]
+        rows = [
+            r
+            async for r in await self.ctx.store.datasets.aggregate(
+                [
+                    {"$match": {"state": D.STORED}},
+                    {"$group": {"_id": None, "bytes": {"$sum": "$size"}}},
+                ]
+            )
+        ]
         return int(rows[0]["bytes"] or 0) if rows else 0
 
     async def history(self) -> SimplifiedHistory:
@@ -87,19 +95,43 @@ class DecisionService:
             return False
         to_free = int(used - self.settings.target * capacity)
         candidates = [
-            Candidate(d["_id"], int(d.get("size") or 0),
-                      float(d.get("compute_seconds_total", 0.0)) / max(1, int(d.get("compute_count", 0))),
-                      float(d.get("last_used_at") or 0.0))
+            Candidate(
+                d["_id"],
+                int(d.get("size") or 0),
+                float(d.get("compute_seconds_total", 0.0)) / max(1, int(d.get("compute_count", 0))),
+                float(d.get("last_used_at") or 0.0),
+            )
             async for d in self.ctx.store.datasets.find({"state": D.STORED, "claims": {"$size": 0}})
         ]
         chosen = self.algorithm.select(await self.history(), candidates, to_free)
-        log.info("usage %d B > %.0f%% of %d B: %s marks %d datasets to free %d B",
-                 used, 100 * self.settings.threshold, capacity, self.algorithm.name, len(chosen), to_free)
+        log.info(
+            "usage %d B > %.0f%% of %d B: %s marks %d datasets to free %d B",
+            used,
+            100 * self.settings.threshold,
+            capacity,
+            self.algorithm.name,
+            len(chosen),
+            to_free,
+        )
         for h in chosen:
-            res = await transition(self.ctx.store.datasets, DATASET_TRANSITIONS, h, D.STORED_TO_DELETE,
-                                   by=self.name, sources=[D.STORED], where={"claims": {"$size": 0}},
-                                   set={"marked_by": self.algorithm.name}, note=self.algorithm.name)
+            res = await transition(
+                self.ctx.store.datasets,
+                DATASET_TRANSITIONS,
+                h,
+                D.STORED_TO_DELETE,
+                by=self.name,
+                sources=[D.STORED],
+                where={"claims": {"$size": 0}},
+                set={"marked_by": self.algorithm.name},
+                note=self.algorithm.name,
+            )
             if res is not None:
-                await self.ctx.bus.publish(Event(type=EventType.DATASET_MARKED, producer=self.name,
-                                                 subject=Subject(dataset_hash=h), payload={"size": res.get("size")}))
+                await self.ctx.bus.publish(
+                    Event(
+                        type=EventType.DATASET_MARKED,
+                        producer=self.name,
+                        subject=Subject(dataset_hash=h),
+                        payload={"size": res.get("size")},
+                    )
+                )
         return False

@@ -30,7 +30,10 @@ def document() -> dict[str, Any]:
             "/api/v1/workflows": {
                 "post": {
                     "summary": "Submit a workflow (thesis or generator format)",
-                    "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("WorkflowDefinition")}}},
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": _ref("WorkflowDefinition")}},
+                    },
                     "responses": {"201": _json(_ref("Plan"), "Accepted, with the plan"), **errors},
                 },
                 "get": {
@@ -39,41 +42,101 @@ def document() -> dict[str, Any]:
                         {"name": "state", "in": "query", "schema": {"type": "string"}},
                         {"name": "name", "in": "query", "schema": {"type": "string"}},
                         {"name": "limit", "in": "query", "schema": {"type": "integer", "maximum": 1000}},
-                        {"name": "before", "in": "query", "schema": {"type": "number"},
-                         "description": "Only workflows created before this Unix time (paging)"},
+                        {
+                            "name": "before",
+                            "in": "query",
+                            "schema": {"type": "number"},
+                            "description": "Only workflows created before this Unix time (paging)",
+                        },
                     ],
                     "responses": {"200": _json({"type": "object"}, "Workflows, newest first")},
                 },
             },
-            "/api/v1/workflows/{id}": {"get": {"summary": "A workflow with every action", "parameters": wf_id,
-                                               "responses": {"200": _json({"type": "object"}, "The workflow"),
-                                                             "404": _json(_ref("Error"), "No such workflow")}}},
-            "/api/v1/workflows/{id}/kill": {"post": {"summary": "Kill a workflow", "parameters": wf_id,
-                                                     "responses": {"202": _json({"type": "object"}, "Kill under way"),
-                                                                   "404": _json(_ref("Error"), "No such workflow"),
-                                                                   "409": _json(_ref("Error"), "Already ended")}}},
-            "/api/v1/workflows/{id}/timeline": {"get": {"summary": "Every transition, in time order",
-                                                        "parameters": wf_id,
-                                                        "responses": {"200": _json({"type": "object"}, "Timeline")}}},
-            "/api/v1/datasets": {"get": {"summary": "Datasets", "parameters": [
-                {"name": "state", "in": "query", "schema": {"type": "string"}}],
-                "responses": {"200": _json({"type": "object"}, "Datasets and storage usage")}}},
-            "/api/v1/events/schema": {"get": {"summary": "JSON Schema of the event envelope",
-                                              "responses": {"200": _json({"type": "object"}, "Schema")}}},
+            "/api/v1/workflows/{id}": {
+                "get": {
+                    "summary": "A workflow with every action",
+                    "parameters": wf_id,
+                    "responses": {
+                        "200": _json({"type": "object"}, "The workflow"),
+                        "404": _json(_ref("Error"), "No such workflow"),
+                    },
+                }
+            },
+            "/api/v1/workflows/{id}/kill": {
+                "post": {
+                    "summary": "Kill a workflow",
+                    "parameters": wf_id,
+                    "responses": {
+                        "202": _json({"type": "object"}, "Kill under way"),
+                        "404": _json(_ref("Error"), "No such workflow"),
+                        "409": _json(_ref("Error"), "Already ended"),
+                    },
+                }
+            },
+            "/api/v1/workflows/{id}/timeline": {
+                "get": {
+                    "summary": "Every transition, in time order",
+                    "parameters": wf_id,
+                    "responses": {"200": _json({"type": "object"}, "Timeline")},
+                }
+            },
+            "/api/v1/datasets": {
+                "get": {
+                    "summary": "Datasets",
+                    "parameters": [{"name": "state", "in": "query", "schema": {"type": "string"}}],
+                    "responses": {"200": _json({"type": "object"}, "Datasets and storage usage")},
+                }
+            },
+            "/api/v1/events/schema": {
+                "get": {
+                    "summary": "JSON Schema of the event envelope",
+                    "responses": {"200": _json({"type": "object"}, "Schema")},
+                }
+            },
         },
-        "components": {"schemas": {
-            "Error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
-            "Violation": Violation.model_json_schema(),
-            "Rejection": {"type": "object", "properties": {
-                "error": {"type": "string"}, "violations": {"type": "array", "items": _ref("Violation")}}},
-            "WorkflowDefinition": {"type": "object", "required": ["actions"], "properties": {
-                "name": {"type": "string"}, "startActionId": {}, "endActionId": {},
-                "actions": {"type": "array", "items": {"type": "object"}}}},
-            "Plan": {"type": "object", "properties": {
-                "id": {"type": "string"}, "state": {"type": "string"},
-                "actions": {"type": "array", "items": {"type": "object", "properties": {
-                    "id": {"type": "string"}, "localId": {}, "name": {"type": "string"}, "hash": {"type": "string"},
-                    "decision": {"enum": ["compute", "reuse"]}, "outputPath": {"type": "string"}}}}}},
-            "Event": Event.model_json_schema(),
-        }},
+        "components": {
+            "schemas": {
+                "Error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
+                "Violation": Violation.model_json_schema(),
+                "Rejection": {
+                    "type": "object",
+                    "properties": {
+                        "error": {"type": "string"},
+                        "violations": {"type": "array", "items": _ref("Violation")},
+                    },
+                },
+                "WorkflowDefinition": {
+                    "type": "object",
+                    "required": ["actions"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "startActionId": {},
+                        "endActionId": {},
+                        "actions": {"type": "array", "items": {"type": "object"}},
+                    },
+                },
+                "Plan": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string"},
+                        "state": {"type": "string"},
+                        "actions": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "id": {"type": "string"},
+                                    "localId": {},
+                                    "name": {"type": "string"},
+                                    "hash": {"type": "string"},
+                                    "decision": {"enum": ["compute", "reuse"]},
+                                    "outputPath": {"type": "string"},
+                                },
+                            },
+                        },
+                    },
+                },
+                "Event": Event.model_json_schema(),
+            }
+        },
     }

@@ -73,8 +73,9 @@ class WorkflowManager:
         self.runner = web.AppRunner(self.app(), access_log=None)
         await self.runner.setup()
         await web.TCPSite(self.runner, self.settings.host, self.settings.port).start()
-        self.tasks.append(asyncio.create_task(forever("planning sweep", self.sweep_planning,
-                                                      Ticker(self.settings.settle_interval))))
+        self.tasks.append(
+            asyncio.create_task(forever("planning sweep", self.sweep_planning, Ticker(self.settings.settle_interval)))
+        )
 
     async def stop(self) -> None:
         await cancel_all(self.tasks)
@@ -106,14 +107,20 @@ class WorkflowManager:
             paths, violations = resolve_paths(spec, self.settings, self.ctx.executor.supports)
         if violations:
             return web.json_response(
-                {"error": f"the workflow has {len(violations)} violation(s)",
-                 "violations": [v.model_dump(exclude_none=True) for v in violations]}, status=422)
+                {
+                    "error": f"the workflow has {len(violations)} violation(s)",
+                    "violations": [v.model_dump(exclude_none=True) for v in violations],
+                },
+                status=422,
+            )
         result = await submit(self.ctx, body, spec, paths)
         wf, docs = result["workflow"], result["actions"]
         docs.sort(key=lambda d: id_order(d["local_id"]))
         return web.json_response(
             {"id": wf["_id"], "state": wf["state"], "actions": [action_view(d, full=False) for d in docs]},
-            status=201, headers={"Location": f"/api/v1/workflows/{wf['_id']}"})
+            status=201,
+            headers={"Location": f"/api/v1/workflows/{wf['_id']}"},
+        )
 
     async def list_workflows(self, request: web.Request) -> web.Response:
         q: dict[str, Any] = {}
@@ -167,15 +174,18 @@ class WorkflowManager:
         wf_id = request.match_info["id"]
         store = self.ctx.store
         wf = await store.workflows.find_one_and_update(
-            {"_id": wf_id, "state": W.RUNNING}, {"$set": {"kill_requested": True}})
+            {"_id": wf_id, "state": W.RUNNING}, {"$set": {"kill_requested": True}}
+        )
         if wf is None:
             existing = await store.workflows.find_one({"_id": wf_id}, {"state": 1})
             if existing is None:
                 return error(404, f"no workflow {wf_id!r}")
             return error(409, f"workflow {wf_id} already ended {existing['state']}")
         open_states = [str(s) for s in A if s not in ACTION_TERMINAL]
-        await store.actions.update_many({"workflow_id": wf_id, "state": {"$in": open_states}},
-                                        {"$set": {"kill_requested": True, "next_poll_at": time.time()}})
+        await store.actions.update_many(
+            {"workflow_id": wf_id, "state": {"$in": open_states}},
+            {"$set": {"kill_requested": True, "next_poll_at": time.time()}},
+        )
         for a in await self._actions(wf_id):
             if a["state"] in (A.WAITING, A.READY, A.PROCESSING):
                 await self.outcomes.kill_pending(a["_id"], "killed")
@@ -192,12 +202,20 @@ class WorkflowManager:
             if state not in DatasetState.__members__:
                 return error(400, f"state must be one of {', '.join(DatasetState.__members__)}")
             q["state"] = state
-        docs = [d async for d in self.ctx.store.datasets.find(q, {"history": 0, "lineage": 0}).sort("updated_at", -1)
-                .limit(int(request.query.get("limit", "1000")))]
+        docs = [
+            d
+            async for d in self.ctx.store.datasets.find(q, {"history": 0, "lineage": 0})
+            .sort("updated_at", -1)
+            .limit(int(request.query.get("limit", "1000")))
+        ]
         by_state: dict[str, int] = {}
         for d in docs:
             by_state[d["state"]] = by_state.get(d["state"], 0) + int(d.get("size") or 0)
-        return web.json_response({
-            "capacityBytes": self.settings.capacity_bytes, "threshold": self.settings.threshold,
-            "bytesByState": by_state, "datasets": [dataset_view(d) for d in docs],
-        })
+        return web.json_response(
+            {
+                "capacityBytes": self.settings.capacity_bytes,
+                "threshold": self.settings.threshold,
+                "bytesByState": by_state,
+                "datasets": [dataset_view(d) for d in docs],
+            }
+        )

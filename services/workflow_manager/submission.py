@@ -43,24 +43,48 @@ def resolve_paths(spec: WorkflowSpec, settings: Settings, supported: frozenset) 
         paths: dict[str, str] = {}
         where = f"actions[{i}]"
         if a.type not in supported:
-            violations.append(Violation(loc=f"{where}.type", actionId=a.id, field="type",
-                                        message=f"{a.type.value} actions are not supported by this executor"))
+            violations.append(
+                Violation(
+                    loc=f"{where}.type",
+                    actionId=a.id,
+                    field="type",
+                    message=f"{a.type.value} actions are not supported by this executor",
+                )
+            )
         if a.actionFolder:
             roots = settings.allowed_action_roots
             folder = (roots[0] / a.actionFolder).resolve()
             if not _inside(folder, roots):
-                violations.append(Violation(loc=f"{where}.actionFolder", actionId=a.id, field="actionFolder",
-                                            message=f"actionFolder must be inside {', '.join(map(str, roots))}"))
+                violations.append(
+                    Violation(
+                        loc=f"{where}.actionFolder",
+                        actionId=a.id,
+                        field="actionFolder",
+                        message=f"actionFolder must be inside {', '.join(map(str, roots))}",
+                    )
+                )
             elif not folder.is_dir():
-                violations.append(Violation(loc=f"{where}.actionFolder", actionId=a.id, field="actionFolder",
-                                            message=f"actionFolder {a.actionFolder!r} is not a directory"))
+                violations.append(
+                    Violation(
+                        loc=f"{where}.actionFolder",
+                        actionId=a.id,
+                        field="actionFolder",
+                        message=f"actionFolder {a.actionFolder!r} is not a directory",
+                    )
+                )
             paths["action_folder_path"] = str(folder)
         if a.outputPath:
             roots = settings.allowed_output_roots
             target = (roots[0] / a.outputPath).resolve()
             if not _inside(target, roots) or target in roots:
-                violations.append(Violation(loc=f"{where}.outputPath", actionId=a.id, field="outputPath",
-                                            message=f"outputPath must be inside {', '.join(map(str, roots))}"))
+                violations.append(
+                    Violation(
+                        loc=f"{where}.outputPath",
+                        actionId=a.id,
+                        field="outputPath",
+                        message=f"outputPath must be inside {', '.join(map(str, roots))}",
+                    )
+                )
             paths["output_path"] = str(target)
         out[a.id] = paths
     return out, violations
@@ -84,8 +108,14 @@ class StoreGate:
         return ok
 
 
-def action_doc(wf_id: str, p: PlannedAction, planned: dict[ActionId, PlannedAction], paths: dict,
-               output_of: dict[ActionId, str], now: float) -> dict[str, Any]:
+def action_doc(
+    wf_id: str,
+    p: PlannedAction,
+    planned: dict[ActionId, PlannedAction],
+    paths: dict,
+    output_of: dict[ActionId, str],
+    now: float,
+) -> dict[str, Any]:
     a: ActionSpec = p.spec
     aid = f"{wf_id}.{a.id}"
     parents = sorted(a.parents, key=id_order)
@@ -93,17 +123,32 @@ def action_doc(wf_id: str, p: PlannedAction, planned: dict[ActionId, PlannedActi
     pending = [f"{wf_id}.{q}" for q in parents if planned[q].computed] if computed else []
     state = (A.WAITING if pending else A.READY) if computed else (A.REUSED if p.reason == "stored" else A.SKIPPED)
     doc: dict[str, Any] = {
-        "_id": aid, "workflow_id": wf_id, "local_id": a.id, "name": a.name, "type": a.type.value,
-        "definition": a.definition(), "hash": p.hash, "managed": a.isManaged, "force": a.forceComputation,
-        "leaf": p.leaf, "decision": p.decision, "reason": p.reason,
-        "output_path": output_of[a.id], "parents": [f"{wf_id}.{q}" for q in parents], "parent_local_ids": parents,
+        "_id": aid,
+        "workflow_id": wf_id,
+        "local_id": a.id,
+        "name": a.name,
+        "type": a.type.value,
+        "definition": a.definition(),
+        "hash": p.hash,
+        "managed": a.isManaged,
+        "force": a.forceComputation,
+        "leaf": p.leaf,
+        "decision": p.decision,
+        "reason": p.reason,
+        "output_path": output_of[a.id],
+        "parents": [f"{wf_id}.{q}" for q in parents],
+        "parent_local_ids": parents,
         "input_paths": [output_of[q] for q in parents],
         "children": [f"{wf_id}.{c}" for c in p.children if planned[c].computed] if computed else [],
         "pending_parents": pending,
         # Every managed parent's dataset, reused or computed here: released when this action ends.
         "claims": [planned[q].hash for q in parents if planned[q].spec.isManaged] if computed else [],
-        "state": str(state), "history": [history_entry(state, BY, p.reason)],
-        "created_at": now, "updated_at": now, "attempt": 0, "submit_errors": 0,
+        "state": str(state),
+        "history": [history_entry(state, BY, p.reason)],
+        "created_at": now,
+        "updated_at": now,
+        "attempt": 0,
+        "submit_errors": 0,
         "secret": secrets.token_urlsafe(18) if computed else None,
         **paths.get(a.id, {}),
     }
@@ -114,11 +159,19 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
     store = ctx.store
     now = time.time()
     wf_id = f"wf-{uuid.uuid4().hex[:12]}"
-    await store.workflows.insert_one({
-        "_id": wf_id, "name": spec.name, "state": str(W.PLANNING), "definition": body,
-        "created_at": now, "updated_at": now, "history": [history_entry(W.PLANNING, BY)],
-        "kill_requested": False, "action_ids": [f"{wf_id}.{a.id}" for a in spec.actions],
-    })
+    await store.workflows.insert_one(
+        {
+            "_id": wf_id,
+            "name": spec.name,
+            "state": str(W.PLANNING),
+            "definition": body,
+            "created_at": now,
+            "updated_at": now,
+            "history": [history_entry(W.PLANNING, BY)],
+            "kill_requested": False,
+            "action_ids": [f"{wf_id}.{a.id}" for a in spec.actions],
+        }
+    )
     gate = StoreGate(ctx, wf_id)
     hashes = workflow_hashes(spec)
     prepared: list[tuple[str, str]] = []
@@ -140,22 +193,36 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
         log.exception("planning %s failed; undoing it", wf_id)
         await undo(ctx, wf_id, "planning failed")
         raise
-    counts = {"compute": sum(p.computed for p in planned.values()),
-              "reuse": sum(not p.computed for p in planned.values())}
+    counts = {
+        "compute": sum(p.computed for p in planned.values()),
+        "reuse": sum(not p.computed for p in planned.values()),
+    }
     final = W.RUNNING if counts["compute"] else W.SUCCEEDED
     extra: dict[str, Any] = {"counts": counts}
     if final == W.SUCCEEDED:
         extra["finished_at"] = time.time()
     wf = await transition(store.workflows, WORKFLOW_TRANSITIONS, wf_id, final, by=BY, sources=[W.PLANNING], set=extra)
-    await ctx.bus.publish(Event(type=EventType.WORKFLOW_SUBMITTED, producer=BY, subject=Subject(workflow_id=wf_id),
-                                payload=counts))
+    await ctx.bus.publish(
+        Event(type=EventType.WORKFLOW_SUBMITTED, producer=BY, subject=Subject(workflow_id=wf_id), payload=counts)
+    )
     for d in docs:
         if d["state"] == A.READY:
-            await ctx.bus.publish(Event(type=EventType.ACTION_READY, producer=BY,
-                                        subject=Subject(workflow_id=wf_id, action_id=d["_id"], dataset_hash=d["hash"])))
+            await ctx.bus.publish(
+                Event(
+                    type=EventType.ACTION_READY,
+                    producer=BY,
+                    subject=Subject(workflow_id=wf_id, action_id=d["_id"], dataset_hash=d["hash"]),
+                )
+            )
     if final == W.SUCCEEDED:
-        await ctx.bus.publish(Event(type=EventType.WORKFLOW_FINISHED, producer=BY, subject=Subject(workflow_id=wf_id),
-                                    payload={"state": str(final)}))
+        await ctx.bus.publish(
+            Event(
+                type=EventType.WORKFLOW_FINISHED,
+                producer=BY,
+                subject=Subject(workflow_id=wf_id),
+                payload={"state": str(final)},
+            )
+        )
     return {"workflow": wf, "actions": docs}
 
 
@@ -169,5 +236,13 @@ async def undo(ctx: Context, wf_id: str, reason: str) -> None:
         for producer in set(d.get("producers", [])) & set(mine):
             await ds.abandon(store, d["_id"], producer, BY, reason)
     await store.actions.delete_many({"workflow_id": wf_id})
-    await transition(store.workflows, WORKFLOW_TRANSITIONS, wf_id, W.FAILED, by=BY, sources=[W.PLANNING],
-                     set={"error": reason, "finished_at": time.time()}, note=reason)
+    await transition(
+        store.workflows,
+        WORKFLOW_TRANSITIONS,
+        wf_id,
+        W.FAILED,
+        by=BY,
+        sources=[W.PLANNING],
+        set={"error": reason, "finished_at": time.time()},
+        note=reason,
+    )

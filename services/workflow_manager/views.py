@@ -9,26 +9,46 @@ from shared.store.transitions import decode
 
 def action_view(a: dict[str, Any], full: bool = True) -> dict[str, Any]:
     out = {
-        "id": a["_id"], "localId": a["local_id"], "name": a["name"], "hash": a["hash"],
-        "decision": a["decision"], "reason": a.get("reason"), "state": a["state"],
+        "id": a["_id"],
+        "localId": a["local_id"],
+        "name": a["name"],
+        "hash": a["hash"],
+        "decision": a["decision"],
+        "reason": a.get("reason"),
+        "state": a["state"],
         "outputPath": a.get("output_path"),
     }
     if full:
-        out.update({
-            "type": a.get("type"), "managed": a.get("managed"), "forceComputation": a.get("force"),
-            "parents": a.get("parent_local_ids", []),
-            "attempts": a.get("attempt", 0), "submitErrors": a.get("submit_errors", 0),
-            "jobId": a.get("job_id"), "createdAt": a.get("created_at"), "submittedAt": a.get("submitted_at"),
-            "startedAt": a.get("started_at"), "finishedAt": a.get("finished_at"),
-            "seconds": a.get("seconds"), "size": a.get("size"), "error": a.get("error"),
-        })
+        out.update(
+            {
+                "type": a.get("type"),
+                "managed": a.get("managed"),
+                "forceComputation": a.get("force"),
+                "parents": a.get("parent_local_ids", []),
+                "attempts": a.get("attempt", 0),
+                "submitErrors": a.get("submit_errors", 0),
+                "jobId": a.get("job_id"),
+                "createdAt": a.get("created_at"),
+                "submittedAt": a.get("submitted_at"),
+                "startedAt": a.get("started_at"),
+                "finishedAt": a.get("finished_at"),
+                "seconds": a.get("seconds"),
+                "size": a.get("size"),
+                "error": a.get("error"),
+            }
+        )
     return out
 
 
 def workflow_view(wf: dict[str, Any], actions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     out = {
-        "id": wf["_id"], "name": wf.get("name"), "state": wf["state"], "counts": wf.get("counts"),
-        "createdAt": wf.get("created_at"), "finishedAt": wf.get("finished_at"), "error": wf.get("error"),
+        "id": wf["_id"],
+        "name": wf.get("name"),
+        "state": wf["state"],
+        "counts": wf.get("counts"),
+        "createdAt": wf.get("created_at"),
+        "finishedAt": wf.get("finished_at"),
+        "error": wf.get("error"),
         "killRequested": bool(wf.get("kill_requested")),
     }
     if actions is not None:
@@ -39,11 +59,18 @@ def workflow_view(wf: dict[str, Any], actions: list[dict[str, Any]] | None = Non
 def dataset_view(d: dict[str, Any]) -> dict[str, Any]:
     count = int(d.get("compute_count") or 0)
     return {
-        "hash": d["_id"], "state": d["state"], "path": d.get("path"), "size": d.get("size"),
+        "hash": d["_id"],
+        "state": d["state"],
+        "path": d.get("path"),
+        "size": d.get("size"),
         "computeSeconds": (float(d.get("compute_seconds_total") or 0) / count) if count else None,
-        "computeCount": count, "useCount": d.get("use_count", 0), "claims": d.get("claims", []),
-        "producers": d.get("producers", []), "lastUsedAt": d.get("last_used_at"),
-        "createdAt": d.get("created_at"), "updatedAt": d.get("updated_at"),
+        "computeCount": count,
+        "useCount": d.get("use_count", 0),
+        "claims": d.get("claims", []),
+        "producers": d.get("producers", []),
+        "lastUsedAt": d.get("last_used_at"),
+        "createdAt": d.get("created_at"),
+        "updatedAt": d.get("updated_at"),
     }
 
 
@@ -55,7 +82,15 @@ def timeline(wf: dict[str, Any], actions: list[dict[str, Any]], datasets: list[d
             d = decode(d)
             label = d["_id"] if kind != "action" else f"{d['_id']} ({d['name']})"
             for h in d.get("history", []):
-                rows.append({"at": h["at"], "kind": kind, "id": label, "state": h["state"], "by": h.get("by"),
-                             "note": h.get("note")})
+                rows.append(
+                    {
+                        "at": h["at"],
+                        "kind": kind,
+                        "id": label,
+                        "state": h["state"],
+                        "by": h.get("by"),
+                        "note": h.get("note"),
+                    }
+                )
     rows.sort(key=lambda r: r["at"])
     return rows

@@ -41,7 +41,9 @@ class RabbitBus:
         self._exchange = await self._channel.declare_exchange(
             self.exchange_name, aio_pika.ExchangeType.TOPIC, durable=True
         )
-        dlx = await self._channel.declare_exchange(self.dead_letter_exchange, aio_pika.ExchangeType.FANOUT, durable=True)
+        dlx = await self._channel.declare_exchange(
+            self.dead_letter_exchange, aio_pika.ExchangeType.FANOUT, durable=True
+        )
         dead = await self._channel.declare_queue(f"{self.exchange_name}.dead", durable=True)
         await dead.bind(dlx)
 
@@ -96,8 +98,10 @@ class RabbitBus:
                 # Straight back to this queue only (the default exchange routes by queue name).
                 await self._channel.default_exchange.publish(
                     aio_pika.Message(
-                        message.body, headers={"x-pingo-retries": retries + 1},
-                        delivery_mode=aio_pika.DeliveryMode.PERSISTENT, message_id=message.message_id,
+                        message.body,
+                        headers={"x-pingo-retries": retries + 1},
+                        delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+                        message_id=message.message_id,
                     ),
                     routing_key=queue,
                 )

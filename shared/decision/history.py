@@ -29,7 +29,7 @@ class SimplifiedHistory:
         return Counter(h for wf in self.workflows for h in set(wf))
 
     def sublist(self, start: int, end: int | None = None) -> SimplifiedHistory:
-        return SimplifiedHistory(self.workflows[max(0, start):end])
+        return SimplifiedHistory(self.workflows[max(0, start) : end])
 
     @classmethod
     def from_actions(cls, actions: list[dict]) -> SimplifiedHistory:

@@ -14,6 +14,9 @@ from pathlib import Path
 from shared.executors.base import JobRequest, JobState, JobStatus
 from shared.workflow_spec import ActionType
 
+# The supervisor is started as ``python -m shared.executors.local_job`` from here.
+PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+
 
 def _job_id(external_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in external_id)
@@ -39,19 +42,12 @@ class LocalExecutor:
         self.jobs_dir.mkdir(parents=True, exist_ok=True)
         self._reapers: set[asyncio.Task] = set()
 
-    def argv(self, job: JobRequest) -> list[str]:
-        if job.type == ActionType.COMMAND_LINE:
-            props = [f"-D{k}={v}" for k, v in job.configuration.items()]
-            return ["java", *props, "-cp", f"{job.action_folder}/*", job.main_class or "", *job.arguments]
-        return [*(job.command or []), *job.arguments]
-
-    async def submit(self, job: JobRequest) -> str:
-        job_id = _job_id(job.external_id)
-        job_dir = self.jobs_dir / job_id
+    def _write_request(self, job: JobRequest, job_dir: Path) -> bool:
+        """Create the job's folder and request; False if the job exists already."""
         try:
             job_dir.mkdir()
         except FileExistsError:
-            return job_id  # submitted before (a retried submit): the same job
+            return False
         env = dict(os.environ)
         env["PINGO_ACTION_ID"] = job.action_id
         if job.type == ActionType.SHELL:
@@ -66,14 +62,35 @@ class LocalExecutor:
             "external_id": job.external_id,
         }
         (job_dir / "request.json").write_text(json.dumps(request))
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "shared.executors.local_job", str(job_dir),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-            stderr=open(job_dir / "supervisor.log", "wb"),  # noqa: ASYNC230
-            start_new_session=True,
-            cwd=str(Path(__file__).resolve().parents[2]),
-        )
-        (job_dir / "supervisor.pid").write_text(str(proc.pid))
+        return True
+
+    def argv(self, job: JobRequest) -> list[str]:
+        if job.type == ActionType.COMMAND_LINE:
+            props = [f"-D{k}={v}" for k, v in job.configuration.items()]
+            return ["java", *props, "-cp", f"{job.action_folder}/*", job.main_class or "", *job.arguments]
+        return [*(job.command or []), *job.arguments]
+
+    async def submit(self, job: JobRequest) -> str:
+        job_id = _job_id(job.external_id)
+        job_dir = self.jobs_dir / job_id
+        if not await asyncio.to_thread(self._write_request, job, job_dir):
+            return job_id  # submitted before (a retried submit): the same job
+        err = await asyncio.to_thread(open, job_dir / "supervisor.log", "wb")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "shared.executors.local_job",
+                str(job_dir),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+                cwd=PROJECT_ROOT,
+            )
+        finally:
+            err.close()
+        await asyncio.to_thread((job_dir / "supervisor.pid").write_text, str(proc.pid))
         task = asyncio.create_task(proc.wait())  # reaps it, so no zombie looks alive
         self._reapers.add(task)
         task.add_done_callback(self._reapers.discard)
@@ -103,10 +120,12 @@ class LocalExecutor:
                 st = json.loads((job_dir / "status.json").read_text()) if (job_dir / "status.json").exists() else st
                 state = JobState(st.get("state", "PREP"))
                 if state in (JobState.PREP, JobState.RUNNING):
-                    return JobStatus(state=JobState.FAILED, error="the local job supervisor died",
-                                     started_at=st.get("started_at"))
-        return JobStatus(state=state, error=st.get("error"), started_at=st.get("started_at"),
-                         ended_at=st.get("ended_at"))
+                    return JobStatus(
+                        state=JobState.FAILED, error="the local job supervisor died", started_at=st.get("started_at")
+                    )
+        return JobStatus(
+            state=state, error=st.get("error"), started_at=st.get("started_at"), ended_at=st.get("ended_at")
+        )
 
     async def kill(self, job_id: str) -> None:
         job_dir = self.jobs_dir / job_id

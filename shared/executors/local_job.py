@@ -79,12 +79,21 @@ def main(job_dir: Path) -> int:
         started = time.time()
         try:
             child = subprocess.Popen(
-                request["argv"], cwd=request["cwd"], env=request["env"], stdout=out, stderr=err,
+                request["argv"],
+                cwd=request["cwd"],
+                env=request["env"],
+                stdout=out,
+                stderr=err,
                 stdin=subprocess.DEVNULL,
             )
         except OSError as exc:
-            write_status(job_dir, state="FAILED", started_at=started, ended_at=time.time(),
-                         error=f"could not start {request['argv'][0]!r}: {exc}")
+            write_status(
+                job_dir,
+                state="FAILED",
+                started_at=started,
+                ended_at=time.time(),
+                error=f"could not start {request['argv'][0]!r}: {exc}",
+            )
             notify(request["notify_url"], job_id, "FAILED")
             return 0
         write_status(job_dir, state="RUNNING", pid=child.pid, started_at=started)

@@ -34,9 +34,7 @@ async def get(store: Store, h: str) -> dict[str, Any] | None:
     return decode(await store.datasets.find_one({"_id": h}))
 
 
-async def try_reuse(
-    store: Store, h: str, lineage: dict[str, Any], claimants: list[str], leaf: bool, by: str
-) -> bool:
+async def try_reuse(store: Store, h: str, lineage: dict[str, Any], claimants: list[str], leaf: bool, by: str) -> bool:
     """Claim a stored dataset for ``claimants`` atomically; False means compute instead.
 
     A dataset marked for deletion whose file is still whole is taken back (revived)
@@ -59,8 +57,15 @@ async def try_reuse(
             )
         else:
             res = await transition(
-                store.datasets, DATASET_TRANSITIONS, h, target, by=by, sources=[state],
-                set=extra, add_to_set={"claims": claimants}, inc={"use_count": 1},
+                store.datasets,
+                DATASET_TRANSITIONS,
+                h,
+                target,
+                by=by,
+                sources=[state],
+                set=extra,
+                add_to_set={"claims": claimants},
+                inc={"use_count": 1},
                 note="reused" if state in (D.STORED, D.LEAF) else "revived by a reuse",
             )
         if res is not None:
@@ -69,7 +74,13 @@ async def try_reuse(
 
 
 async def prepare_compute(
-    store: Store, h: str, lineage: dict[str, Any], path: str, producer: str, leaf: bool, by: str,
+    store: Store,
+    h: str,
+    lineage: dict[str, Any],
+    path: str,
+    producer: str,
+    leaf: bool,
+    by: str,
     claimants: list[str],
 ) -> None:
     """Record that ``producer`` will compute dataset ``h`` (creating the document if new),
@@ -81,19 +92,30 @@ async def prepare_compute(
         now = time.time()
         if doc is None:
             try:
-                await store.datasets.insert_one({
-                    "_id": h, "hash": h, "state": str(to), "lineage": lineage, "path": path,
-                    "claims": claimants, "producers": [producer], "size": None,
-                    "compute_seconds_total": 0.0, "compute_count": 0, "use_count": 1,
-                    "created_at": now, "updated_at": now, "last_used_at": now,
-                    "history": [history_entry(to, by)],
-                })
+                await store.datasets.insert_one(
+                    {
+                        "_id": h,
+                        "hash": h,
+                        "state": str(to),
+                        "lineage": lineage,
+                        "path": path,
+                        "claims": claimants,
+                        "producers": [producer],
+                        "size": None,
+                        "compute_seconds_total": 0.0,
+                        "compute_count": 0,
+                        "use_count": 1,
+                        "created_at": now,
+                        "updated_at": now,
+                        "last_used_at": now,
+                        "history": [history_entry(to, by)],
+                    }
+                )
                 return
             except DuplicateKeyError:
                 continue
         state = doc["state"]
-        common = {"set": {"last_used_at": now}, "add_to_set": {"producers": [producer], "claims": claimants},
-                  "by": by}
+        common = {"set": {"last_used_at": now}, "add_to_set": {"producers": [producer], "claims": claimants}, "by": by}
         if state == D.DELETED:
             res = await transition(store.datasets, DATASET_TRANSITIONS, h, to, sources=[state], **common)
         elif state == D.TO_STORE and leaf:
@@ -108,8 +130,11 @@ async def prepare_compute(
         else:
             res = await store.datasets.find_one_and_update(
                 {"_id": h, "state": state},
-                {"$addToSet": {"producers": producer, "claims": {"$each": claimants}}, "$set": {"last_used_at": now},
-                 "$inc": {"use_count": 1}},
+                {
+                    "$addToSet": {"producers": producer, "claims": {"$each": claimants}},
+                    "$set": {"last_used_at": now},
+                    "$inc": {"use_count": 1},
+                },
             )
         if res is not None:
             return
@@ -137,10 +162,13 @@ async def record_output(
         "inc": {"compute_seconds_total": seconds, "compute_count": 1} if counted else None,
     }
     if state == D.STORED_TO_DELETE:
-        return decode(await store.datasets.find_one_and_update(
-            {"_id": h, "state": state}, {"$pull": {"producers": producer}},
-            return_document=ReturnDocument.AFTER,
-        ))
+        return decode(
+            await store.datasets.find_one_and_update(
+                {"_id": h, "state": state},
+                {"$pull": {"producers": producer}},
+                return_document=ReturnDocument.AFTER,
+            )
+        )
     target = D.LEAF if (leaf or state in (D.LEAF, D.TO_LEAF)) else D.STORED
     res = await transition(store.datasets, DATASET_TRANSITIONS, h, target, by=by, sources=[state], **update)
     return res if res is not None else await get(store, h)
@@ -150,8 +178,14 @@ async def abandon(store: Store, h: str, producer: str, by: str, reason: str) -> 
     """A producer failed or was killed: forget it; with no producer left nothing exists."""
     await store.datasets.update_one({"_id": h}, {"$pull": {"producers": producer}})
     await transition(
-        store.datasets, DATASET_TRANSITIONS, h, D.DELETED, by=by, sources=[D.TO_STORE, D.TO_LEAF],
-        where={"producers": {"$size": 0}}, note=reason,
+        store.datasets,
+        DATASET_TRANSITIONS,
+        h,
+        D.DELETED,
+        by=by,
+        sources=[D.TO_STORE, D.TO_LEAF],
+        where={"producers": {"$size": 0}},
+        note=reason,
     )
 
 

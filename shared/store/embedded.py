@@ -40,15 +40,9 @@ class EmbeddedMongo:
         if await ping(self.url):
             log.info("using the embedded MongoDB already running on %s", self.url)
             return self.url
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self.data_dir.mkdir, parents=True, exist_ok=True)
         log.info("starting embedded MongoDB (nx-27017) on %s, data in %s", self.url, self.data_dir)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from nx_27017.nx_27017 import main; main()",
-             "--data-dir", str(self.data_dir), "--port", str(self.port),
-             "--pid-file", str(self.data_dir / "nx-27017.pid"), "--log-file", str(self.data_dir / "nx-27017.log")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(self.data_dir / "nx-27017.stderr", "ab"),
-        )
+        self.proc = await asyncio.to_thread(self._spawn)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while loop.time() < deadline:
@@ -58,6 +52,26 @@ class EmbeddedMongo:
                 return self.url
             await asyncio.sleep(0.2)
         raise RuntimeError(f"nx-27017 did not answer on {self.url} within {timeout:.0f}s")
+
+    def _spawn(self) -> subprocess.Popen:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from nx_27017.nx_27017 import main; main()",
+                "--data-dir",
+                str(self.data_dir),
+                "--port",
+                str(self.port),
+                "--pid-file",
+                str(self.data_dir / "nx-27017.pid"),
+                "--log-file",
+                str(self.data_dir / "nx-27017.log"),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.data_dir / "nx-27017.stderr", "ab"),
+        )
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -35,6 +35,11 @@ async def settle(store: Store, workflow_id: str, by: str) -> dict[str, Any] | No
     import time
 
     return await transition(
-        store.workflows, WORKFLOW_TRANSITIONS, workflow_id, final, by=by, sources=[W.RUNNING],
+        store.workflows,
+        WORKFLOW_TRANSITIONS,
+        workflow_id,
+        final,
+        by=by,
+        sources=[W.RUNNING],
         set={"finished_at": time.time()},
     )
