@@ -79,7 +79,17 @@ class Outcomes:
 
     async def succeed(self, action: dict[str, Any], status: JobStatus) -> None:
         final, attempt = action["output_path"], action["attempt_path"]
-        await self.storage.commit(attempt, final, replace=bool(action.get("force")))
+        if action.get("managed"):
+            current = await ds.get(self.store, action["hash"])
+            if current is not None and current["state"] in ds.BEING_DELETED:
+                # Committing now would hand the new output to the deletor: wait until it is done.
+                log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
+                return
+        try:
+            await self.storage.commit(attempt, final, replace=bool(action.get("force")))
+        except FileNotFoundError as exc:
+            await self.end(action, A.FAILED, str(exc), "output_missing")
+            return
         size = await self.storage.size(final)
         started = status.started_at or action.get("submitted_at") or time.time()
         seconds = max(0.0, (status.ended_at or time.time()) - started)

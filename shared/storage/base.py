@@ -23,7 +23,8 @@ class Storage(Protocol):
 
     async def commit(self, attempt: str, final: str, replace: bool = False) -> bool:
         """Move the attempt's output to ``final``. The first commit wins: a later one is
-        discarded (False) unless ``replace``. Repeating a done commit is True."""
+        discarded (False) unless ``replace``. Repeating a done commit is True. No output
+        at either path raises FileNotFoundError: the action did not keep its contract."""
 
     async def discard(self, path: str) -> None: ...
 

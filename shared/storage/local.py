@@ -42,9 +42,7 @@ class LocalStorage:
         if not attempt.exists():
             if final.exists():
                 return True  # a repeated commit: done before
-            # The action succeeded without writing anything: its output is empty.
-            final.mkdir(parents=True, exist_ok=True)
-            return True
+            raise FileNotFoundError(f"the action reported success but its output {attempt} does not exist")
         if replace and final.exists():
             trash = final.with_name(f".{final.name}.replaced.{uuid.uuid4().hex[:8]}")
             os.rename(final, trash)

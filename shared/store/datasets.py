@@ -141,6 +141,9 @@ async def prepare_compute(
     raise RuntimeError(f"dataset {h} kept changing while preparing its computation")
 
 
+BEING_DELETED = frozenset({D.PROCESSING, D.DELETING})
+
+
 class Deferred(Exception):
     """The dataset is being deleted right now: commit the new output after it is gone."""
 
@@ -153,7 +156,7 @@ async def record_output(
     if doc is None:
         return None
     state = doc["state"]
-    if state in (D.PROCESSING, D.DELETING):
+    if state in BEING_DELETED:
         raise Deferred(h)
     counted = producer in doc.get("producers", [])
     update: dict[str, Any] = {

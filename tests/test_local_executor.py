@@ -1,0 +1,81 @@
+"""The local executor: COMMAND_LINE runs a Java main class from the jars of actionFolder,
+SHELL runs an argv; both with the argument contract, never through a shell."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import JOBS, ROOT, Api, make_settings, shell_action
+
+
+@pytest.fixture
+def jar_folder(tmp_path: Path) -> Path:
+    javac, jar = shutil.which("javac"), shutil.which("jar")
+    if not (javac and jar and shutil.which("java")):
+        pytest.fail("COMMAND_LINE actions need a JDK (java, javac, jar): apt-get install default-jdk-headless")
+    classes = tmp_path / "classes"
+    subprocess.run([javac, "-d", str(classes), str(JOBS / "java" / "Synth.java")], check=True)
+    folder = tmp_path / "apps" / "synth"
+    folder.mkdir(parents=True)
+    subprocess.run([jar, "cf", str(folder / "synth.jar"), "-C", str(classes), "."], check=True)
+    return folder
+
+
+@pytest.fixture
+def settings(tmp_path: Path, mongo_url: str):
+    return make_settings(tmp_path, mongo_url, action_roots=[ROOT, tmp_path / "apps"])
+
+
+def java_action(aid: int, label: str, parents: list[int] = (), **extra) -> dict:
+    return {"id": aid, "name": label, "type": "command-line", "actionFolder": "synth",
+            "mainClassName": "org.pingo.examples.Synth", "parentActions": list(parents),
+            "additionalInput": [{"key": "label", "value": label}], **extra}
+
+
+async def test_command_line_actions_run_java_with_the_argument_contract(system: Api, jar_folder: Path) -> None:
+    body = {"name": "java", "actions": [
+        java_action(2, "j-second"),
+        java_action(1, "j-first", configurationParameters=[{"key": "pingo.greeting", "value": "hello"}]),
+        java_action(3, "j-join", [2, 1]),
+    ]}
+    # actionFolder is relative to the first allowed action root, so point it at the jar folder.
+    for a in body["actions"]:
+        a["actionFolder"] = str(jar_folder)
+    wf = await system.run(body)
+    assert wf["state"] == "SUCCEEDED", [a.get("error") for a in wf["actions"]]
+    by = {a["localId"]: a for a in wf["actions"]}
+    first = (Path(by[1]["outputPath"]) / "part-00000").read_text().split("\n")
+    assert first[:2] == ["j-first", "hello"]
+    join = (Path(by[3]["outputPath"]) / "part-00000").read_text().split("\n")
+    # Parents' outputs come ordered by parent id, whatever order they were listed in.
+    assert join[:4] == ["j-join", "-", by[1]["outputPath"], by[2]["outputPath"]]
+
+
+async def test_shell_argv_is_not_interpreted_by_a_shell(system: Api) -> None:
+    tricky = "$(touch pwned); `id` > x; echo *"
+    wf = await system.run({"name": "argv", "actions": [shell_action(1, tricky)]})
+    assert wf["state"] == "SUCCEEDED"
+    out = Path(wf["actions"][0]["outputPath"])
+    assert (out / "_lineage").read_text().split("\n")[0] == tricky
+    assert not (JOBS / "pwned").exists() and not (JOBS / "x").exists()
+
+
+async def test_a_missing_program_fails_the_action_with_its_reason(system: Api) -> None:
+    wf = await system.run({"name": "missing", "actions": [
+        {"id": 1, "name": "nope", "type": "SHELL", "actionFolder": "examples/jobs",
+         "command": ["./no-such-program"]}]})
+    assert wf["state"] == "FAILED"
+    assert "could not start './no-such-program'" in wf["actions"][0]["error"]
+
+
+async def test_success_without_output_is_a_failure_not_an_empty_dataset(system: Api) -> None:
+    wf = await system.run({"name": "lazy", "actions": [
+        {"id": 1, "name": "writes-nothing", "type": "SHELL", "command": ["python3", "-c", "pass"]}]})
+    assert wf["state"] == "FAILED"
+    assert "reported success but its output" in wf["actions"][0]["error"]
+    doc = await system.db.datasets.find_one({"_id": wf["actions"][0]["hash"]})
+    assert doc["state"] == "DELETED" and not Path(doc["path"]).exists()
