@@ -79,3 +79,43 @@ async def test_success_without_output_is_a_failure_not_an_empty_dataset(system: 
     assert "reported success but its output" in wf["actions"][0]["error"]
     doc = await system.db.datasets.find_one({"_id": wf["actions"][0]["hash"]})
     assert doc["state"] == "DELETED" and not Path(doc["path"]).exists()
+
+
+async def test_kill_and_status_work_from_another_process_view(tmp_path: Path) -> None:
+    """Two executor instances over one jobs folder, as two pods on a shared volume."""
+    import asyncio
+    import json
+    import os
+    import time as _time
+
+    from shared.executors.base import JobRequest, JobState
+    from shared.executors.local import HEARTBEAT_TIMEOUT, LocalExecutor
+
+    submitter, other = LocalExecutor(tmp_path / "jobs"), LocalExecutor(tmp_path / "jobs")
+    job = JobRequest(action_id="wf-x.1", external_id="wf-x.1#1", type="SHELL", name="sleepy", action_folder=str(JOBS),
+                     main_class=None, command=["python3", "synth.py"], arguments=["k", "30", "1", str(tmp_path / "o")],
+                     configuration={}, notify_url="http://127.0.0.1:9/")
+    job_id = await submitter.submit(job)
+    assert await other.find("wf-x.1#1") == job_id
+    async with asyncio.timeout(20):
+        while (await other.status(job_id)).state != JobState.RUNNING:
+            await asyncio.sleep(0.05)
+    t0 = _time.time()
+    await other.kill(job_id)
+    async with asyncio.timeout(20):
+        while (st := await other.status(job_id)).state == JobState.RUNNING:
+            await asyncio.sleep(0.05)
+    assert st.state == JobState.KILLED and _time.time() - t0 < 5
+    assert not (tmp_path / "o").exists()
+
+    # A job whose supervisor stopped beating (its machine or pod died) reads as FAILED.
+    dead = tmp_path / "jobs" / "wf-y.1_1"
+    dead.mkdir()
+    (dead / "status.json").write_text(json.dumps({"state": "RUNNING", "started_at": 1.0}))
+    (dead / "heartbeat").touch()
+    old = _time.time() - HEARTBEAT_TIMEOUT - 1
+    os.utime(dead / "heartbeat", (old, old))
+    st = await other.status("wf-y.1_1")
+    assert st.state == JobState.FAILED and "no heartbeat" in st.error
+    (dead / "heartbeat").touch()
+    assert (await other.status("wf-y.1_1")).state == JobState.RUNNING

@@ -1,10 +1,12 @@
 """The supervisor of one local job: ``python -m shared.executors.local_job JOB_DIR``.
 
 It runs detached from the action manager, so a job outlives the manager that submitted
-it. It waits for a slot (a flock on one of N slot files, shared by every process on the
-machine), runs the action's argv (never through a shell), writes ``status.json``
-atomically at each step and finally calls the notification URL, as Oozie would.
-Standard library only: it starts fast.
+it. It waits for a slot (a flock on one of N slot files, shared by every process that
+sees the jobs folder), runs the action's argv (never through a shell), writes
+``status.json`` atomically at each step and finally calls the notification URL, as Oozie
+would. Other processes, possibly in other containers, know it is alive by the
+``heartbeat`` file it touches every second, and ask it to stop by creating ``kill``:
+no process ids cross process namespaces. Standard library only: it starts fast.
 """
 
 from __future__ import annotations
@@ -29,11 +31,23 @@ def write_status(job_dir: Path, **fields: object) -> None:
     os.replace(tmp, path)
 
 
+HEARTBEAT_EVERY = 1.0
+KILL_GRACE = 10.0  # seconds between SIGTERM and SIGKILL
+
+
+def beat(job_dir: Path) -> None:
+    (job_dir / "heartbeat").touch()
+
+
 def acquire_slot(slots_dir: Path, slots: int, job_dir: Path):
     slots_dir.mkdir(parents=True, exist_ok=True)
+    last = 0.0
     while True:
         if (job_dir / "kill").exists():
             return None
+        if time.time() - last >= HEARTBEAT_EVERY:
+            beat(job_dir)
+            last = time.time()
         for i in range(slots):
             f = open(slots_dir / f"slot-{i}", "a+")
             try:
@@ -61,15 +75,17 @@ def main(job_dir: Path) -> int:
     job_id = job_dir.name
     child: subprocess.Popen | None = None
     killed = False
+    killed_at = 0.0
 
     def on_term(signum: int, frame: object) -> None:
-        nonlocal killed
-        killed = True
+        nonlocal killed, killed_at
+        killed, killed_at = True, time.time()
         if child is not None and child.poll() is None:
             child.terminate()
 
     signal.signal(signal.SIGTERM, on_term)
-    write_status(job_dir, state="PREP", supervisor_pid=os.getpid(), submitted_at=time.time())
+    beat(job_dir)
+    write_status(job_dir, state="PREP", submitted_at=time.time())
     slot = acquire_slot(Path(request["slots_dir"]), int(request["slots"]), job_dir)
     if slot is None or killed:
         write_status(job_dir, state="KILLED", ended_at=time.time(), error="killed before it started")
@@ -97,13 +113,20 @@ def main(job_dir: Path) -> int:
             notify(request["notify_url"], job_id, "FAILED")
             return 0
         write_status(job_dir, state="RUNNING", pid=child.pid, started_at=started)
-        if killed:
-            child.terminate()
-        try:
-            rc = child.wait(timeout=10) if killed else child.wait()
-        except subprocess.TimeoutExpired:
-            child.kill()
-            rc = child.wait()
+        last = time.time()
+        while True:
+            try:
+                rc = child.wait(timeout=0.1)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if time.time() - last >= HEARTBEAT_EVERY:
+                beat(job_dir)
+                last = time.time()
+            if not killed and (job_dir / "kill").exists():
+                on_term(signal.SIGTERM, None)
+            elif killed and time.time() - killed_at > KILL_GRACE:
+                child.kill()
     ended = time.time()
     if killed:
         state, error = "KILLED", "killed on request"
