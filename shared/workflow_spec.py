@@ -181,14 +181,17 @@ def parse_workflow(body: Any) -> tuple[WorkflowSpec | None, list[Violation]]:
         violations.append(Violation(loc="actions", field="actions", message="a workflow must have at least one action"))
         raw_actions = raw_actions if isinstance(raw_actions, list) else []
 
+    # Each parsed action keeps its position in the submitted list: locations point there.
+    positions: list[int] = []
     actions: list[ActionSpec] = []
     for i, raw in enumerate(raw_actions):
         action = _parse_action(i, raw, violations)
         if action is not None:
             actions.append(action)
+            positions.append(i)
 
     seen: dict[ActionId, int] = {}
-    for i, a in enumerate(actions):
+    for i, a in zip(positions, actions, strict=True):
         if a.id in seen:
             violations.append(
                 Violation(
@@ -203,7 +206,10 @@ def parse_workflow(body: Any) -> tuple[WorkflowSpec | None, list[Violation]]:
 
     refs: dict[str, Any] = {"startActionId": body.get("startActionId"), "endActionId": body.get("endActionId")}
     for field, ref in refs.items():
-        if ref is not None and ref not in seen:
+        if ref is not None and (isinstance(ref, bool) or not isinstance(ref, int | str)):
+            violations.append(Violation(loc=field, field=field, message=f"{field} must be an action id"))
+            refs[field] = None
+        elif ref is not None and ref not in seen:
             violations.append(
                 Violation(loc=field, field=field, message=f"{field} {ref!r} is not an action of this workflow")
             )

@@ -26,8 +26,13 @@ HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 def act(aid: Any, label: str, parents: list = (), kind: str = "COMMAND_LINE", **extra: Any) -> dict[str, Any]:
     """A thesis-format action; COMMAND_LINE unless told otherwise."""
-    base: dict[str, Any] = {"id": aid, "name": label, "type": kind, "parentActions": [{"id": p} for p in parents],
-                            "additionalInput": [{"key": "label", "value": label}]}
+    base: dict[str, Any] = {
+        "id": aid,
+        "name": label,
+        "type": kind,
+        "parentActions": [{"id": p} for p in parents],
+        "additionalInput": [{"key": "label", "value": label}],
+    }
     if kind == "SHELL":
         base |= {"actionFolder": "examples/jobs", "command": ["python3", "synth.py"]}
     elif kind == "MAP_REDUCE":
@@ -80,18 +85,28 @@ def test_hashes_are_deterministic_across_processes():
     """They are stored in MongoDB and compared by other processes: no per-process salt may leak in."""
     body = multilevel()
     here = {str(k): v for k, v in hashes(body).items()}
-    script = ("import json, sys\nfrom shared.hashing import workflow_hashes\nfrom shared.workflow_spec import "
-              "parse_workflow\nspec, _ = parse_workflow(json.loads(sys.argv[1]))\n"
-              "print(json.dumps({str(k): v for k, v in workflow_hashes(spec).items()}))")
-    out = subprocess.run([sys.executable, "-c", script, json.dumps(body)], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONHASHSEED": "12345"}, check=True, timeout=60)
+    script = (
+        "import json, sys\nfrom shared.hashing import workflow_hashes\nfrom shared.workflow_spec import "
+        "parse_workflow\nspec, _ = parse_workflow(json.loads(sys.argv[1]))\n"
+        "print(json.dumps({str(k): v for k, v in workflow_hashes(spec).items()}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(body)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": "12345"},
+        check=True,
+        timeout=60,
+    )
     assert json.loads(out.stdout) == here
 
 
 def test_hash_is_independent_of_sibling_actions():
     alone = hashes(wf(act(1, "root"), act(2, "left", [1])))
-    crowded = hashes(wf(act(1, "root"), act(3, "right", [1]), act(2, "left", [1]), act(9, "other"),
-                        act(4, "join", [2, 3])))
+    crowded = hashes(
+        wf(act(1, "root"), act(3, "right", [1]), act(2, "left", [1]), act(9, "other"), act(4, "join", [2, 3]))
+    )
     assert crowded[1] == alone[1]
     assert crowded[2] == alone[2]
 
@@ -101,10 +116,12 @@ def test_hash_is_independent_of_action_ids_and_their_order_in_the_list():
     h = hashes(base)
     # An order-preserving renumbering (ints -> other ints, ints -> strings) keeps every hash.
     for mapping in ({i: i * 10 + 100 for i in range(1, 8)}, {i: f"step-{i}" for i in range(1, 8)}):
-        renumbered = wf(*[
-            {**a, "id": mapping[a["id"]], "parentActions": [{"id": mapping[p["id"]]} for p in a["parentActions"]]}
-            for a in reversed(base["actions"])  # and listed in another order
-        ])
+        renumbered = wf(
+            *[
+                {**a, "id": mapping[a["id"]], "parentActions": [{"id": mapping[p["id"]]} for p in a["parentActions"]]}
+                for a in reversed(base["actions"])  # and listed in another order
+            ]
+        )
         again = hashes(renumbered)
         assert {mapping[k]: v for k, v in h.items()} == again
 
@@ -113,10 +130,12 @@ def test_any_renumbering_keeps_hashes_when_no_action_has_two_parents():
     chain = wf(act(1, "a"), act(2, "b", [1]), act(3, "c", [2]), act(4, "d", [2]))
     h = hashes(chain)
     mapping = {1: 40, 2: 7, 3: 1, 4: 99}  # not order-preserving
-    renumbered = wf(*[
-        {**a, "id": mapping[a["id"]], "parentActions": [{"id": mapping[p["id"]]} for p in a["parentActions"]]}
-        for a in chain["actions"]
-    ])
+    renumbered = wf(
+        *[
+            {**a, "id": mapping[a["id"]], "parentActions": [{"id": mapping[p["id"]]} for p in a["parentActions"]]}
+            for a in chain["actions"]
+        ]
+    )
     assert hashes(renumbered) == {mapping[k]: v for k, v in h.items()}
 
 
@@ -129,14 +148,31 @@ def test_hash_is_independent_of_the_submission_format():
         act(1, "a", kind="command-line"),
         act(2, "b", [1], kind="Command_Line"),
     )
-    generator = {"name": "generator", "actions": [
-        {"actionId": 1, "name": "a", "type": "COMMAND_LINE", "actionFolder": "jobs/cl",
-         "mainClassName": "org.example.Job", "parentActions": [], "additionalInput": [{"key": "label", "value": "a"}],
-         "configurationParameters": []},
-        {"actionId": 2, "name": "b", "type": "COMMAND_LINE", "actionFolder": "jobs/cl",
-         "mainClassName": "org.example.Job", "parentActions": [1], "additionalInput": [{"key": "label", "value": "b"}],
-         "configurationParameters": []},
-    ]}
+    generator = {
+        "name": "generator",
+        "actions": [
+            {
+                "actionId": 1,
+                "name": "a",
+                "type": "COMMAND_LINE",
+                "actionFolder": "jobs/cl",
+                "mainClassName": "org.example.Job",
+                "parentActions": [],
+                "additionalInput": [{"key": "label", "value": "a"}],
+                "configurationParameters": [],
+            },
+            {
+                "actionId": 2,
+                "name": "b",
+                "type": "COMMAND_LINE",
+                "actionFolder": "jobs/cl",
+                "mainClassName": "org.example.Job",
+                "parentActions": [1],
+                "additionalInput": [{"key": "label", "value": "b"}],
+                "configurationParameters": [],
+            },
+        ],
+    }
     assert hashes(thesis) == hashes(generator)
 
 
@@ -184,14 +220,20 @@ def test_order_of_additional_input_matters_for_command_line():
 def test_order_of_list_fields_does_not_matter_for_map_reduce():
     inputs = [{"key": "in", "value": "x"}, {"key": "out", "value": "y"}, {"value": "z"}]
     conf = [{"key": "mapreduce.job.reduces", "value": "4"}, {"key": "mapreduce.map.memory.mb", "value": "2048"}]
-    one = hashes(wf(act(1, "a", kind="MAP_REDUCE", additionalInput=inputs, configurationParameters=conf),
-                    act(2, "b", [1])))
-    two = hashes(wf(act(1, "a", kind="MAP_REDUCE", additionalInput=inputs[::-1], configurationParameters=conf[::-1]),
-                    act(2, "b", [1])))
+    one = hashes(
+        wf(act(1, "a", kind="MAP_REDUCE", additionalInput=inputs, configurationParameters=conf), act(2, "b", [1]))
+    )
+    two = hashes(
+        wf(
+            act(1, "a", kind="MAP_REDUCE", additionalInput=inputs[::-1], configurationParameters=conf[::-1]),
+            act(2, "b", [1]),
+        )
+    )
     assert one == two
     # ...while the values themselves still count.
-    three = hashes(wf(act(1, "a", kind="MAP_REDUCE", additionalInput=inputs[:2], configurationParameters=conf),
-                      act(2, "b", [1])))
+    three = hashes(
+        wf(act(1, "a", kind="MAP_REDUCE", additionalInput=inputs[:2], configurationParameters=conf), act(2, "b", [1]))
+    )
     assert three[1] != one[1]
 
 

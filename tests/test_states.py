@@ -46,8 +46,11 @@ def reachable(table: dict, starts) -> set:
 # --- the tables -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("table", "enum"), [(ACTION_TRANSITIONS, A), (DATASET_TRANSITIONS, D),
-                                             (WORKFLOW_TRANSITIONS, W)], ids=["action", "dataset", "workflow"])
+@pytest.mark.parametrize(
+    ("table", "enum"),
+    [(ACTION_TRANSITIONS, A), (DATASET_TRANSITIONS, D), (WORKFLOW_TRANSITIONS, W)],
+    ids=["action", "dataset", "workflow"],
+)
 def test_every_state_has_a_row_and_every_target_is_a_state(table, enum):
     assert set(table) == set(enum)
     for targets in table.values():
@@ -108,8 +111,9 @@ def test_only_stored_datasets_enter_deletion():
     """Only STORED is ever chosen for deletion. Inside the deletion pipeline a deletor may
     hand a dataset back to STORED_TO_DELETE, but from outside it the one way in is STORED."""
     pipeline = {D.STORED_TO_DELETE, D.PROCESSING, D.DELETING}
-    entries = {(s, t) for s, targets in DATASET_TRANSITIONS.items() if s not in pipeline
-               for t in targets if t in pipeline}
+    entries = {
+        (s, t) for s, targets in DATASET_TRANSITIONS.items() if s not in pipeline for t in targets if t in pipeline
+    }
     assert entries == {(D.STORED, D.STORED_TO_DELETE)}
     # PROCESSING and DELETING are only reached from inside the pipeline, through STORED_TO_DELETE.
     into_processing = {s for s, targets in DATASET_TRANSITIONS.items() if D.PROCESSING in targets}
@@ -154,12 +158,20 @@ async def read(coll, doc_id: str) -> dict[str, Any]:
 async def test_illegal_transition_is_refused_before_writing(coll):
     before = await insert(coll, "a1", A.FINISHED)
     with pytest.raises(IllegalTransition):
-        await transition(coll, ACTION_TRANSITIONS, "a1", A.READY, by="test", sources=[A.FINISHED],
-                         set={"marker": "written"})
+        await transition(
+            coll, ACTION_TRANSITIONS, "a1", A.READY, by="test", sources=[A.FINISHED], set={"marker": "written"}
+        )
     # A mixed list is refused as a whole, even though one of its moves is legal.
     with pytest.raises(IllegalTransition):
-        await transition(coll, ACTION_TRANSITIONS, "a1", A.READY, by="test", sources=[A.WAITING, A.FINISHED],
-                         set={"marker": "written"})
+        await transition(
+            coll,
+            ACTION_TRANSITIONS,
+            "a1",
+            A.READY,
+            by="test",
+            sources=[A.WAITING, A.FINISHED],
+            set={"marker": "written"},
+        )
     assert await read(coll, "a1") == before
 
 
@@ -170,9 +182,6 @@ async def test_illegal_transition_of_a_document_in_a_legal_source_is_refused(col
     assert await read(coll, "a2") == before
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: shared/store/transitions.py transition() checks only the "
-                   "sources it derives; a target no state may move to derives none, so nothing is checked and "
-                   "the call returns None (as if it lost a race) instead of raising IllegalTransition")
 @pytest.mark.parametrize("target", [A.WAITING, "NOT_A_STATE"])
 async def test_target_that_nothing_may_reach_is_refused(coll, target):
     before = await insert(coll, "a3", A.READY)
@@ -184,13 +193,27 @@ async def test_target_that_nothing_may_reach_is_refused(coll, target):
 async def test_guard_mismatch_returns_none_and_changes_nothing(coll):
     before = await insert(coll, "a4", A.READY)
     # A legal move, but the document is not in the state the caller expects.
-    assert await transition(coll, ACTION_TRANSITIONS, "a4", A.SUBMITTED, by="test", sources=[A.PROCESSING],
-                            set={"marker": "written"}) is None
+    assert (
+        await transition(
+            coll, ACTION_TRANSITIONS, "a4", A.SUBMITTED, by="test", sources=[A.PROCESSING], set={"marker": "written"}
+        )
+        is None
+    )
     # Without explicit sources the table's own are the guard: RUNNING is only entered from SUBMITTED.
     assert await transition(coll, ACTION_TRANSITIONS, "a4", A.RUNNING, by="test", set={"marker": "written"}) is None
     # An extra condition that does not hold is a mismatch too.
-    assert await transition(coll, ACTION_TRANSITIONS, "a4", A.PROCESSING, by="test", where={"marker": "other"},
-                            set={"marker": "written"}) is None
+    assert (
+        await transition(
+            coll,
+            ACTION_TRANSITIONS,
+            "a4",
+            A.PROCESSING,
+            by="test",
+            where={"marker": "other"},
+            set={"marker": "written"},
+        )
+        is None
+    )
     # A document that does not exist.
     assert await transition(coll, ACTION_TRANSITIONS, "missing", A.PROCESSING, by="test") is None
     assert await read(coll, "a4") == before
@@ -209,11 +232,23 @@ async def test_success_sets_state_and_appends_history(coll):
     assert entry["state"] == "READY" and entry["by"] == "svc-one" and t0 <= entry["at"] <= t1
     assert t0 <= doc["updated_at"] <= t1
 
-    doc = await transition(coll, ACTION_TRANSITIONS, "a5", A.PROCESSING, by="svc-two", sources=[A.READY],
-                           note="claimed", inc={"attempt": 1}, unset=["marker"])
+    doc = await transition(
+        coll,
+        ACTION_TRANSITIONS,
+        "a5",
+        A.PROCESSING,
+        by="svc-two",
+        sources=[A.READY],
+        note="claimed",
+        inc={"attempt": 1},
+        unset=["marker"],
+    )
     assert doc["state"] == "PROCESSING" and doc["attempt"] == 1 and "marker" not in doc
-    assert [(h["state"], h["by"]) for h in doc["history"]] == [("WAITING", "planner"), ("READY", "svc-one"),
-                                                               ("PROCESSING", "svc-two")]
+    assert [(h["state"], h["by"]) for h in doc["history"]] == [
+        ("WAITING", "planner"),
+        ("READY", "svc-one"),
+        ("PROCESSING", "svc-two"),
+    ]
     assert doc["history"][2]["note"] == "claimed"
     assert doc["history"][1]["at"] <= doc["history"][2]["at"]
     # What came back is what is stored.
@@ -224,8 +259,16 @@ async def test_exactly_one_of_twenty_racing_coroutines_wins(coll):
     await insert(coll, "a6", A.READY)
 
     async def claim(i: int) -> dict[str, Any] | None:
-        return await transition(coll, ACTION_TRANSITIONS, "a6", A.PROCESSING, by=f"scraper-{i}",
-                                sources=[A.READY], set={"claimed_by": i}, inc={"attempt": 1})
+        return await transition(
+            coll,
+            ACTION_TRANSITIONS,
+            "a6",
+            A.PROCESSING,
+            by=f"scraper-{i}",
+            sources=[A.READY],
+            set={"claimed_by": i},
+            inc={"attempt": 1},
+        )
 
     results = await asyncio.gather(*(claim(i) for i in range(20)))
     winners = [r for r in results if r is not None]

@@ -265,11 +265,6 @@ async def test_every_violation_is_listed_in_one_response(system):
     assert len(violations) == 7, violations
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: shared/workflow_spec.py indexes duplicate-id and parent "
-    "violations by position among the actions that parsed, not the submitted position",
-)
 async def test_locations_count_actions_that_failed_to_parse(system):
     """An invalid action earlier in the list must not shift the location of later problems."""
     body = workflow(
@@ -318,11 +313,6 @@ async def test_body_just_under_the_limit_is_accepted(system, settings):
     assert [a["id"] for a in plan["actions"]] == [f"{plan['id']}.1"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: services/workflow_manager/service.py post_workflow catches "
-    "only ValueError/UnicodeDecodeError from json.loads; deep nesting raises RecursionError -> 500",
-)
 async def test_deeply_nested_json_is_a_400_with_a_json_error(system):
     status, out = await post(system, b"[" * 100_000 + b"]" * 100_000)
     assert status == 400, out
@@ -330,11 +320,6 @@ async def test_deeply_nested_json_is_a_400_with_a_json_error(system):
     assert await system.counts() == NOTHING
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: shared/workflow_spec.py parse_workflow tests `ref not in seen` "
-    "with an unhashable start/end reference -> TypeError -> 500",
-)
 @pytest.mark.parametrize("field", ["startActionId", "endActionId"])
 @pytest.mark.parametrize("ref", [[1], {"id": 1}], ids=["list", "object"])
 async def test_non_scalar_start_or_end_reference_is_rejected(system, field, ref):

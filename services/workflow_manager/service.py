@@ -102,6 +102,8 @@ class WorkflowManager:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             return error(400, f"malformed JSON: {exc}")
+        except RecursionError:
+            return error(400, "malformed JSON: nested too deeply")
         spec, violations = parse_workflow(body)
         if spec is not None:
             paths, violations = resolve_paths(spec, self.settings, self.ctx.executor.supports)

@@ -14,7 +14,7 @@ from typing import Any
 from pymongo import ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 
-from shared.states import check, sources_for
+from shared.states import IllegalTransition, check, sources_for
 
 
 async def transition(
@@ -34,6 +34,8 @@ async def transition(
     note: str | None = None,
 ) -> dict[str, Any] | None:
     allowed = sources_for(table, target)
+    if not allowed:
+        raise IllegalTransition(f"no state may move to {target!r}")
     for s in sources or allowed:
         check(table, s, target)
     now = time.time()
