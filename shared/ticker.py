@@ -19,7 +19,8 @@ class Ticker:
 
     async def wait(self) -> None:
         try:
-            await asyncio.wait_for(self._event.wait(), self.interval)
+            async with asyncio.timeout(self.interval):
+                await self._event.wait()
         except TimeoutError:
             pass
         self._event.clear()
@@ -40,7 +41,15 @@ async def forever(name: str, step: Callable[[], Awaitable[bool]], ticker: Ticker
 
 
 async def cancel_all(tasks: list[asyncio.Task]) -> None:
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    """Cancel and wait until every task has really ended.
+
+    On Python 3.11 ``asyncio.wait_for`` (used by PyMongo and by ``Ticker.wait``) can swallow
+    a cancel that arrives as its inner call completes (CPython gh-86296), so one cancel is
+    not enough: cancel again until they are done.
+    """
+    pending = {t for t in tasks if not t.done()}
+    while pending:
+        for t in pending:
+            t.cancel()
+        _, pending = await asyncio.wait(pending, timeout=1.0)
     tasks.clear()

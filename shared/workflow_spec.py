@@ -130,11 +130,22 @@ class _RawAction(BaseModel):
     isManaged: bool | None = None
     outputPath: str | None = None
 
-    @field_validator("id", "actionId")
+    @field_validator("id", "actionId", mode="before")
     @classmethod
-    def _id_not_bool(cls, v: Any) -> Any:
+    def _id_is_int_or_text(cls, v: Any) -> Any:
+        if isinstance(v, bool):
+            raise ValueError("an action id must be an integer or a string, not a boolean")
         if isinstance(v, str) and not v.strip():
             raise ValueError("an action id must not be empty")
+        return v
+
+    @field_validator("additionalInput", "configurationParameters", mode="before")
+    @classmethod
+    def _scalar_values(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            for key, value in v.items():
+                if isinstance(value, dict | list) or value is None:
+                    raise ValueError(f"the value of {key!r} must be a string, number or boolean")
         return v
 
 
@@ -167,8 +178,13 @@ def _is_clean_path(value: str) -> bool:
     return ".." not in p.parts and "\x00" not in value
 
 
-def parse_workflow(body: Any) -> tuple[WorkflowSpec | None, list[Violation]]:
-    """Normalize a submitted workflow; on any violation return (None, every violation)."""
+def parse_workflow(
+    body: Any, parsed: list[tuple[int, ActionSpec]] | None = None
+) -> tuple[WorkflowSpec | None, list[Violation]]:
+    """Normalize a submitted workflow; on any violation return (None, every violation).
+
+    ``parsed``, if given, receives every action that parsed on its own, with its position,
+    so that checks against the installation can report on them in the same response."""
     violations: list[Violation] = []
     if not isinstance(body, dict):
         return None, [Violation(loc="$", message="a workflow must be a JSON object")]
@@ -189,6 +205,8 @@ def parse_workflow(body: Any) -> tuple[WorkflowSpec | None, list[Violation]]:
         if action is not None:
             actions.append(action)
             positions.append(i)
+            if parsed is not None:
+                parsed.append((i, action))
 
     seen: dict[ActionId, int] = {}
     for i, a in zip(positions, actions, strict=True):

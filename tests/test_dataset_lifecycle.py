@@ -30,10 +30,12 @@ async def test_marked_dataset_with_whole_file_is_taken_back_not_recomputed(syste
 async def test_dataset_being_deleted_is_computed_again(system: Api) -> None:
     wf = await system.run(pair("gone"))
     mid = wf["actions"][0]["hash"]
-    await system.db.datasets.update_one({"_id": mid}, {"$set": {"state": "DELETING", "lease_at": 0.0,
-                                                                "lease_owner": "someone-dead"}})
-    plan = await system.submit({"name": "again", "actions": [shell_action(1, "gone-mid"),
-                                                              shell_action(2, "gone-other", [1])]})
+    await system.db.datasets.update_one(
+        {"_id": mid}, {"$set": {"state": "DELETING", "lease_at": 0.0, "lease_owner": "someone-dead"}}
+    )
+    plan = await system.submit(
+        {"name": "again", "actions": [shell_action(1, "gone-mid"), shell_action(2, "gone-other", [1])]}
+    )
     assert decisions(plan) == {1: "compute", 2: "compute"}
     done = await system.wait(plan["id"])
     assert done["state"] == "SUCCEEDED", [(a["localId"], a["state"], a["error"]) for a in done["actions"]]

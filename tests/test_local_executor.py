@@ -31,17 +31,27 @@ def settings(tmp_path: Path, mongo_url: str):
 
 
 def java_action(aid: int, label: str, parents: list[int] = (), **extra) -> dict:
-    return {"id": aid, "name": label, "type": "command-line", "actionFolder": "synth",
-            "mainClassName": "org.pingo.examples.Synth", "parentActions": list(parents),
-            "additionalInput": [{"key": "label", "value": label}], **extra}
+    return {
+        "id": aid,
+        "name": label,
+        "type": "command-line",
+        "actionFolder": "synth",
+        "mainClassName": "org.pingo.examples.Synth",
+        "parentActions": list(parents),
+        "additionalInput": [{"key": "label", "value": label}],
+        **extra,
+    }
 
 
 async def test_command_line_actions_run_java_with_the_argument_contract(system: Api, jar_folder: Path) -> None:
-    body = {"name": "java", "actions": [
-        java_action(2, "j-second"),
-        java_action(1, "j-first", configurationParameters=[{"key": "pingo.greeting", "value": "hello"}]),
-        java_action(3, "j-join", [2, 1]),
-    ]}
+    body = {
+        "name": "java",
+        "actions": [
+            java_action(2, "j-second"),
+            java_action(1, "j-first", configurationParameters=[{"key": "pingo.greeting", "value": "hello"}]),
+            java_action(3, "j-join", [2, 1]),
+        ],
+    }
     # actionFolder is relative to the first allowed action root, so point it at the jar folder.
     for a in body["actions"]:
         a["actionFolder"] = str(jar_folder)
@@ -65,16 +75,31 @@ async def test_shell_argv_is_not_interpreted_by_a_shell(system: Api) -> None:
 
 
 async def test_a_missing_program_fails_the_action_with_its_reason(system: Api) -> None:
-    wf = await system.run({"name": "missing", "actions": [
-        {"id": 1, "name": "nope", "type": "SHELL", "actionFolder": "examples/jobs",
-         "command": ["./no-such-program"]}]})
+    wf = await system.run(
+        {
+            "name": "missing",
+            "actions": [
+                {
+                    "id": 1,
+                    "name": "nope",
+                    "type": "SHELL",
+                    "actionFolder": "examples/jobs",
+                    "command": ["./no-such-program"],
+                }
+            ],
+        }
+    )
     assert wf["state"] == "FAILED"
     assert "could not start './no-such-program'" in wf["actions"][0]["error"]
 
 
 async def test_success_without_output_is_a_failure_not_an_empty_dataset(system: Api) -> None:
-    wf = await system.run({"name": "lazy", "actions": [
-        {"id": 1, "name": "writes-nothing", "type": "SHELL", "command": ["python3", "-c", "pass"]}]})
+    wf = await system.run(
+        {
+            "name": "lazy",
+            "actions": [{"id": 1, "name": "writes-nothing", "type": "SHELL", "command": ["python3", "-c", "pass"]}],
+        }
+    )
     assert wf["state"] == "FAILED"
     assert "reported success but its output" in wf["actions"][0]["error"]
     doc = await system.db.datasets.find_one({"_id": wf["actions"][0]["hash"]})
@@ -92,9 +117,18 @@ async def test_kill_and_status_work_from_another_process_view(tmp_path: Path) ->
     from shared.executors.local import HEARTBEAT_TIMEOUT, LocalExecutor
 
     submitter, other = LocalExecutor(tmp_path / "jobs"), LocalExecutor(tmp_path / "jobs")
-    job = JobRequest(action_id="wf-x.1", external_id="wf-x.1#1", type="SHELL", name="sleepy", action_folder=str(JOBS),
-                     main_class=None, command=["python3", "synth.py"], arguments=["k", "30", "1", str(tmp_path / "o")],
-                     configuration={}, notify_url="http://127.0.0.1:9/")
+    job = JobRequest(
+        action_id="wf-x.1",
+        external_id="wf-x.1#1",
+        type="SHELL",
+        name="sleepy",
+        action_folder=str(JOBS),
+        main_class=None,
+        command=["python3", "synth.py"],
+        arguments=["k", "30", "1", str(tmp_path / "o")],
+        configuration={},
+        notify_url="http://127.0.0.1:9/",
+    )
     job_id = await submitter.submit(job)
     assert await other.find("wf-x.1#1") == job_id
     async with asyncio.timeout(20):

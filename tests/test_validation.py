@@ -281,6 +281,21 @@ async def test_locations_count_actions_that_failed_to_parse(system):
     one(violations, "actions[4].parentActions", actionId=4)
 
 
+async def test_path_and_support_violations_are_listed_with_the_others(system):
+    body = workflow(
+        shell(1),
+        shell(1),  # duplicate id
+        {**shell(2, [1]), "actionFolder": "/etc"},  # outside the action roots
+        shell(3, [1], isManaged=False, outputPath="/etc/x"),  # outside the output roots
+        map_reduce(4, [1]),  # not supported by this executor
+    )
+    violations = await rejected(system, body)
+    one(violations, "actions[1].id", actionId=1)
+    one(violations, "actions[2].actionFolder", actionId=2)
+    one(violations, "actions[3].outputPath", actionId=3)
+    one(violations, "actions[4].type", actionId=4)
+
+
 # --- the body itself ---------------------------------------------------------------------------
 
 
@@ -445,3 +460,15 @@ async def test_generator_format_is_accepted(system, settings):
     wf = await system.workflow(plan["id"])
     managed = {a["localId"]: a["managed"] for a in wf["actions"]}
     assert managed == {1: True, 2: False}  # outputPath alone means unmanaged
+
+
+async def test_boolean_ids_and_non_scalar_inputs_are_rejected(system) -> None:
+    body = {"actions": [
+        {"id": True, "name": "a", "type": "SHELL", "command": ["true"]},
+        {"id": 2, "name": "b", "type": "SHELL", "command": ["true"], "additionalInput": {"k": [1]}},
+    ]}
+    out = await system.submit(body, expect=422)
+    locs = {v["loc"]: v["message"] for v in out["violations"]}
+    assert "not a boolean" in locs["actions[0].id"]
+    assert "must be a string, number or boolean" in locs["actions[1].additionalInput"]
+    assert await system.counts() == {"workflows": 0, "actions": 0, "datasets": 0}

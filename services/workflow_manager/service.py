@@ -104,9 +104,10 @@ class WorkflowManager:
             return error(400, f"malformed JSON: {exc}")
         except RecursionError:
             return error(400, "malformed JSON: nested too deeply")
-        spec, violations = parse_workflow(body)
-        if spec is not None:
-            paths, violations = resolve_paths(spec, self.settings, self.ctx.executor.supports)
+        parsed: list = []
+        spec, violations = parse_workflow(body, parsed)
+        paths, local = resolve_paths(parsed, self.settings, self.ctx.executor.supports)
+        violations = [*violations, *local]
         if violations:
             return web.json_response(
                 {

@@ -34,12 +34,15 @@ def _inside(path: Path, roots: list[Path]) -> bool:
     return any(path == r or path.is_relative_to(r) for r in roots)
 
 
-def resolve_paths(spec: WorkflowSpec, settings: Settings, supported: frozenset) -> tuple[dict, list[Violation]]:
+def resolve_paths(
+    actions: list[tuple[int, ActionSpec]], settings: Settings, supported: frozenset
+) -> tuple[dict, list[Violation]]:
     """Where each action's folder and unmanaged output are on this installation; every
-    path from a request must stay inside the roots the operator allowed."""
+    path from a request must stay inside the roots the operator allowed. ``actions`` are
+    (position in the submitted list, action)."""
     out: dict[ActionId, dict[str, str]] = {}
     violations: list[Violation] = []
-    for i, a in enumerate(spec.actions):
+    for i, a in actions:
         paths: dict[str, str] = {}
         where = f"actions[{i}]"
         if a.type not in supported:
