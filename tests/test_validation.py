@@ -463,10 +463,12 @@ async def test_generator_format_is_accepted(system, settings):
 
 
 async def test_boolean_ids_and_non_scalar_inputs_are_rejected(system) -> None:
-    body = {"actions": [
-        {"id": True, "name": "a", "type": "SHELL", "command": ["true"]},
-        {"id": 2, "name": "b", "type": "SHELL", "command": ["true"], "additionalInput": {"k": [1]}},
-    ]}
+    body = {
+        "actions": [
+            {"id": True, "name": "a", "type": "SHELL", "command": ["true"]},
+            {"id": 2, "name": "b", "type": "SHELL", "command": ["true"], "additionalInput": {"k": [1]}},
+        ]
+    }
     out = await system.submit(body, expect=422)
     locs = {v["loc"]: v["message"] for v in out["violations"]}
     assert "not a boolean" in locs["actions[0].id"]

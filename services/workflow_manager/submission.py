@@ -43,51 +43,26 @@ def resolve_paths(
     out: dict[ActionId, dict[str, str]] = {}
     violations: list[Violation] = []
     for i, a in actions:
+
+        def bad(field: str, message: str, i: int = i, a: ActionSpec = a) -> None:
+            violations.append(Violation(loc=f"actions[{i}].{field}", actionId=a.id, field=field, message=message))
+
         paths: dict[str, str] = {}
-        where = f"actions[{i}]"
         if a.type not in supported:
-            violations.append(
-                Violation(
-                    loc=f"{where}.type",
-                    actionId=a.id,
-                    field="type",
-                    message=f"{a.type.value} actions are not supported by this executor",
-                )
-            )
+            bad("type", f"{a.type.value} actions are not supported by this executor")
         if a.actionFolder:
             roots = settings.allowed_action_roots
             folder = (roots[0] / a.actionFolder).resolve()
             if not _inside(folder, roots):
-                violations.append(
-                    Violation(
-                        loc=f"{where}.actionFolder",
-                        actionId=a.id,
-                        field="actionFolder",
-                        message=f"actionFolder must be inside {', '.join(map(str, roots))}",
-                    )
-                )
+                bad("actionFolder", f"actionFolder must be inside {', '.join(map(str, roots))}")
             elif not folder.is_dir():
-                violations.append(
-                    Violation(
-                        loc=f"{where}.actionFolder",
-                        actionId=a.id,
-                        field="actionFolder",
-                        message=f"actionFolder {a.actionFolder!r} is not a directory",
-                    )
-                )
+                bad("actionFolder", f"actionFolder {a.actionFolder!r} is not a directory")
             paths["action_folder_path"] = str(folder)
         if a.outputPath:
             roots = settings.allowed_output_roots
             target = (roots[0] / a.outputPath).resolve()
             if not _inside(target, roots) or target in roots:
-                violations.append(
-                    Violation(
-                        loc=f"{where}.outputPath",
-                        actionId=a.id,
-                        field="outputPath",
-                        message=f"outputPath must be inside {', '.join(map(str, roots))}",
-                    )
-                )
+                bad("outputPath", f"outputPath must be inside {', '.join(map(str, roots))}")
             paths["output_path"] = str(target)
         out[a.id] = paths
     return out, violations
