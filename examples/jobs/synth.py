@@ -5,6 +5,10 @@ Follows Pingo's argument contract (additionalInput values, then the parents' out
 by parent id, then its own output path last). It reads every input, sleeps SECONDS,
 and writes OUTPUT_DIR/part-00000 (SIZE_KB kilobytes, deterministic) plus OUTPUT_DIR/_lineage
 naming what it read. If PINGO_EXEC_LOG is set, it appends one line per execution there.
+
+On the Hadoop emulator (``pingo emulate-hadoop``) paths are HDFS paths: the emulator
+tells jobs where its HDFS namespace lives on disk in PINGO_EMULATOR_HDFS_ROOT, the way a
+real job would go through the Hadoop FileSystem API.
 """
 
 import hashlib
@@ -14,15 +18,25 @@ import time
 from pathlib import Path
 
 
+def local(path: str) -> Path:
+    """An HDFS path (``/a/b`` or ``hdfs://nn:8020/a/b``) on the emulator's disk; else as given."""
+    root = os.environ.get("PINGO_EMULATOR_HDFS_ROOT")
+    if path.startswith("hdfs://"):
+        path = "/" + path.split("/", 3)[3] if path.count("/") >= 3 else "/"
+    if root and path.startswith("/"):
+        return Path(root, path.lstrip("/"))
+    return Path(path)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 4:
         print(__doc__, file=sys.stderr)
         return 2
     label, seconds, size_kb = argv[0], float(argv[1]), int(float(argv[2]))
-    inputs, output = argv[3:-1], Path(argv[-1])
+    inputs, output = argv[3:-1], local(argv[-1])
     digest = hashlib.sha256(label.encode())
     for d in inputs:
-        part = Path(d, "part-00000")
+        part = local(d) / "part-00000"
         if not part.is_file():
             print(f"synth: input {d} has no part-00000", file=sys.stderr)
             return 3
@@ -37,7 +51,7 @@ def main(argv: list[str]) -> int:
     (output / "_lineage").write_text(f"{label}\n" + "".join(f"{i}\n" for i in inputs))
     if log := os.environ.get("PINGO_EXEC_LOG"):
         with open(log, "a") as f:
-            f.write(f"{os.environ.get('PINGO_ACTION_ID', '?')} {label}\n")
+            f.write(f"{os.environ.get('PINGO_ACTION_ID') or os.environ.get('OOZIE_JOB_ID', '?')} {label}\n")
     return 0
 
 

@@ -13,12 +13,22 @@ import java.util.Arrays;
  * the system property {@code pingo.greeting} and its inputs.
  */
 public final class Synth {
+    /** An HDFS path on the Hadoop emulator's disk (PINGO_EMULATOR_HDFS_ROOT); else as given. */
+    static Path local(String path) {
+        String root = System.getenv("PINGO_EMULATOR_HDFS_ROOT");
+        if (path.startsWith("hdfs://")) {
+            int slash = path.indexOf('/', "hdfs://".length());
+            path = slash < 0 ? "/" : path.substring(slash);
+        }
+        return root != null && path.startsWith("/") ? Paths.get(root, path.substring(1)) : Paths.get(path);
+    }
+
     public static void main(String[] args) throws IOException {
         if (args.length < 2) {
             System.err.println("usage: Synth LABEL [INPUT_DIR ...] OUTPUT_DIR");
             System.exit(2);
         }
-        Path out = Paths.get(args[args.length - 1]);
+        Path out = local(args[args.length - 1]);
         Files.createDirectories(out);
         StringBuilder text = new StringBuilder(args[0]).append('\n')
             .append(System.getProperty("pingo.greeting", "-")).append('\n');
