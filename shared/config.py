@@ -7,11 +7,12 @@ executor and the local filesystem.
 
 from __future__ import annotations
 
+import posixpath
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -36,8 +37,15 @@ class Settings(BaseSettings):
     )
     max_body_bytes: int = Field(1_048_576, description="Largest workflow submission accepted (413 above).")
 
-    executor: Literal["local"] = Field("local", description="Where actions run.")
-    storage: Literal["local"] = Field("local", description="Where datasets live.")
+    executor: Literal["local", "oozie"] = Field("local", description="Where actions run: local or oozie.")
+    storage: Literal["local", "webhdfs"] = Field("local", description="Where datasets live: local or webhdfs.")
+    oozie_url: str = Field("http://127.0.0.1:11000/oozie", description="Oozie base URL (executor oozie).")
+    webhdfs_url: str = Field("http://127.0.0.1:9870", description="NameNode HTTP address (storage webhdfs).")
+    hdfs_user: str = Field("pingo", description="The user Pingo acts as on Oozie and HDFS (user.name).")
+    name_node: str = Field("hdfs://127.0.0.1:8020", description="NameNode RPC URI, for Oozie application paths.")
+    job_tracker: str = Field("127.0.0.1:8032", description="ResourceManager address given to Oozie actions.")
+    queue_name: str = Field("default", description="YARN queue of the actions.")
+    hdfs_root: str = Field("/pingo", description="On HDFS: datasets/, outputs/, actions/ and oozie-apps/ under it.")
     managed_root: Path | None = Field(None, description="Managed datasets root; default <data_dir>/datasets.")
     output_roots: list[Path] = Field(
         default_factory=list, description="Where unmanaged outputs may go; default <data_dir>/outputs."
@@ -65,6 +73,16 @@ class Settings(BaseSettings):
     decision_interval: float = Field(10.0, description="Decision timer (it also wakes on dataset.stored), seconds.")
     orphan_sweep_interval: float = Field(300.0, description="Removal of unowned files under the managed root, seconds.")
 
+    @model_validator(mode="after")
+    def _executor_matches_storage(self) -> Settings:
+        if (self.executor == "oozie") != (self.storage == "webhdfs"):
+            raise ValueError("PINGO_EXECUTOR=oozie goes with PINGO_STORAGE=webhdfs (and local with local)")
+        return self
+
+    @property
+    def on_hdfs(self) -> bool:
+        return self.storage == "webhdfs"
+
     @cached_property
     def managed_dir(self) -> Path:
         return (self.managed_root or self.data_dir / "datasets").resolve()
@@ -76,6 +94,22 @@ class Settings(BaseSettings):
     @cached_property
     def allowed_action_roots(self) -> list[Path]:
         return [p.resolve() for p in (self.action_roots or [Path.cwd()])]
+
+    def managed_path(self) -> str:
+        """The managed root in the storage's namespace."""
+        if self.on_hdfs:
+            return str(self.managed_root) if self.managed_root else posixpath.join(self.hdfs_root, "datasets")
+        return str(self.managed_dir)
+
+    def output_root_list(self) -> list[str]:
+        if self.on_hdfs:
+            return [str(p) for p in self.output_roots] or [posixpath.join(self.hdfs_root, "outputs")]
+        return [str(p) for p in self.allowed_output_roots]
+
+    def action_root_list(self) -> list[str]:
+        if self.on_hdfs:
+            return [str(p) for p in self.action_roots] or [posixpath.join(self.hdfs_root, "actions")]
+        return [str(p) for p in self.allowed_action_roots]
 
     @property
     def callback_url(self) -> str:

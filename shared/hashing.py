@@ -14,7 +14,7 @@ from typing import Any
 
 import networkx as nx
 
-from shared.workflow_spec import ORDER_INSENSITIVE, ActionId, WorkflowSpec, id_order
+from shared.workflow_spec import ORDER_INSENSITIVE, ActionId, ActionSpec, WorkflowSpec, id_order
 
 HASH_VERSION = "pingo-lineage-v1"
 
@@ -31,7 +31,16 @@ def lineage_hash(definition: dict[str, Any], parent_hashes: list[str]) -> str:
     return h.hexdigest()
 
 
-def workflow_hashes(spec: WorkflowSpec) -> dict[ActionId, str]:
+def definition_with(a: ActionSpec, fingerprints: dict[ActionId, str] | None) -> dict[str, Any]:
+    """The definition that is hashed: with the fingerprint of the action folder's files, if
+    known, so that replacing an executable makes the action (and its descendants) new."""
+    definition = a.definition()
+    if fingerprints and a.id in fingerprints:
+        definition["actionFolderFingerprint"] = fingerprints[a.id]
+    return definition
+
+
+def workflow_hashes(spec: WorkflowSpec, fingerprints: dict[ActionId, str] | None = None) -> dict[ActionId, str]:
     by_id = spec.by_id()
     out: dict[ActionId, str] = {}
     for aid in nx.topological_sort(spec.graph()):
@@ -39,5 +48,5 @@ def workflow_hashes(spec: WorkflowSpec) -> dict[ActionId, str]:
         parents = [out[p] for p in sorted(a.parents, key=id_order)]
         if a.type in ORDER_INSENSITIVE:
             parents.sort()
-        out[aid] = lineage_hash(a.definition(), parents)
+        out[aid] = lineage_hash(definition_with(a, fingerprints), parents)
     return out

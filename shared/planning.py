@@ -18,7 +18,7 @@ from typing import Literal, Protocol
 
 import networkx as nx
 
-from shared.hashing import canonical
+from shared.hashing import canonical, definition_with
 from shared.workflow_spec import ActionId, ActionSpec, WorkflowSpec, id_order
 
 Decision = Literal["compute", "reuse"]
@@ -43,14 +43,16 @@ class PlannedAction:
         return self.decision == "compute"
 
 
-def lineage_of(spec: ActionSpec, hashes: dict[ActionId, str]) -> dict:
+def lineage_of(spec: ActionSpec, hashes: dict[ActionId, str], fingerprints: dict[ActionId, str] | None = None) -> dict:
     return {
-        "definition": canonical(spec.definition()),
+        "definition": canonical(definition_with(spec, fingerprints)),
         "parents": [hashes[p] for p in sorted(spec.parents, key=id_order)],
     }
 
 
-async def plan(spec: WorkflowSpec, hashes: dict[ActionId, str], gate: DatasetGate) -> dict[ActionId, PlannedAction]:
+async def plan(
+    spec: WorkflowSpec, hashes: dict[ActionId, str], gate: DatasetGate, fingerprints: dict[ActionId, str] | None = None
+) -> dict[ActionId, PlannedAction]:
     g = spec.graph()
     by_id = spec.by_id()
     out: dict[ActionId, PlannedAction] = {}
@@ -59,7 +61,7 @@ async def plan(spec: WorkflowSpec, hashes: dict[ActionId, str], gate: DatasetGat
         children = sorted(g.successors(aid), key=id_order)
         computed_children = [c for c in children if out[c].computed]
         leaf = not children
-        lineage = lineage_of(a, hashes)
+        lineage = lineage_of(a, hashes, fingerprints)
         decision: Decision
         if not a.isManaged:
             decision, reason = "compute", "unmanaged"

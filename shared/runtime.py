@@ -53,6 +53,7 @@ class Context:
         for closer in reversed(self.closers):
             await closer()
         await self.executor.close()
+        await self.storage.close()
         await self.bus.close()
         await self.store.close()
         if self.embedded is not None:

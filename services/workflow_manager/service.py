@@ -106,7 +106,7 @@ class WorkflowManager:
             return error(400, "malformed JSON: nested too deeply")
         parsed: list = []
         spec, violations = parse_workflow(body, parsed)
-        paths, local = resolve_paths(parsed, self.settings, self.ctx.executor.supports)
+        paths, local = await resolve_paths(parsed, self.settings, self.ctx.storage, self.ctx.executor.supports)
         violations = [*violations, *local]
         if violations:
             return web.json_response(

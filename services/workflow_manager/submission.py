@@ -9,10 +9,10 @@ undoes it later. A workflow rejected by validation writes nothing at all.
 from __future__ import annotations
 
 import logging
+import posixpath
 import secrets
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from shared.config import Settings
@@ -21,6 +21,7 @@ from shared.hashing import workflow_hashes
 from shared.planning import PlannedAction, plan
 from shared.runtime import Context
 from shared.states import WORKFLOW_TRANSITIONS, ActionState, WorkflowState
+from shared.storage import Storage
 from shared.store import datasets as ds
 from shared.store.transitions import history_entry, transition
 from shared.workflow_spec import ActionId, ActionSpec, Violation, WorkflowSpec, id_order
@@ -30,18 +31,15 @@ A, W = ActionState, WorkflowState
 BY = "workflow_manager"
 
 
-def _inside(path: Path, roots: list[Path]) -> bool:
-    return any(path == r or path.is_relative_to(r) for r in roots)
-
-
-def resolve_paths(
-    actions: list[tuple[int, ActionSpec]], settings: Settings, supported: frozenset
+async def resolve_paths(
+    actions: list[tuple[int, ActionSpec]], settings: Settings, storage: Storage, supported: frozenset
 ) -> tuple[dict, list[Violation]]:
-    """Where each action's folder and unmanaged output are on this installation; every
-    path from a request must stay inside the roots the operator allowed. ``actions`` are
-    (position in the submitted list, action)."""
+    """Where each action's folder and unmanaged output are in the storage's namespace
+    (local filesystem or HDFS); every path from a request must stay inside the roots the
+    operator allowed. ``actions`` are (position in the submitted list, action)."""
     out: dict[ActionId, dict[str, str]] = {}
     violations: list[Violation] = []
+    action_roots, output_roots = settings.action_root_list(), settings.output_root_list()
     for i, a in actions:
 
         def bad(field: str, message: str, i: int = i, a: ActionSpec = a) -> None:
@@ -51,21 +49,32 @@ def resolve_paths(
         if a.type not in supported:
             bad("type", f"{a.type.value} actions are not supported by this executor")
         if a.actionFolder:
-            roots = settings.allowed_action_roots
-            folder = (roots[0] / a.actionFolder).resolve()
-            if not _inside(folder, roots):
-                bad("actionFolder", f"actionFolder must be inside {', '.join(map(str, roots))}")
-            elif not folder.is_dir():
+            folder = storage.normalize(action_roots[0], a.actionFolder)
+            if not storage.inside(folder, action_roots):
+                bad("actionFolder", f"actionFolder must be inside {', '.join(action_roots)}")
+            elif not await storage.is_dir(folder):
                 bad("actionFolder", f"actionFolder {a.actionFolder!r} is not a directory")
-            paths["action_folder_path"] = str(folder)
+            paths["action_folder_path"] = folder
         if a.outputPath:
-            roots = settings.allowed_output_roots
-            target = (roots[0] / a.outputPath).resolve()
-            if not _inside(target, roots) or target in roots:
-                bad("outputPath", f"outputPath must be inside {', '.join(map(str, roots))}")
-            paths["output_path"] = str(target)
+            target = storage.normalize(output_roots[0], a.outputPath)
+            if not storage.inside(target, output_roots) or target in output_roots:
+                bad("outputPath", f"outputPath must be inside {', '.join(output_roots)}")
+            paths["output_path"] = target
         out[a.id] = paths
     return out, violations
+
+
+async def fingerprints(spec: WorkflowSpec, paths: dict, storage: Storage) -> dict[ActionId, str]:
+    """The fingerprint of each action folder's files, computed once per folder."""
+    by_folder: dict[str, str] = {}
+    out: dict[ActionId, str] = {}
+    for a in spec.actions:
+        folder = paths.get(a.id, {}).get("action_folder_path")
+        if folder:
+            if folder not in by_folder:
+                by_folder[folder] = await storage.fingerprint(folder)
+            out[a.id] = by_folder[folder]
+    return out
 
 
 class StoreGate:
@@ -151,12 +160,13 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
         }
     )
     gate = StoreGate(ctx, wf_id)
-    hashes = workflow_hashes(spec)
     prepared: list[tuple[str, str]] = []
     try:
-        planned = await plan(spec, hashes, gate)
+        prints = await fingerprints(spec, paths, ctx.storage)
+        hashes = workflow_hashes(spec, prints)
+        planned = await plan(spec, hashes, gate, prints)
         output_of = {
-            aid: paths.get(aid, {}).get("output_path") or str(Path(ctx.settings.managed_dir, p.hash))
+            aid: paths.get(aid, {}).get("output_path") or posixpath.join(ctx.storage.root, p.hash)
             for aid, p in planned.items()
         }
         for aid, p in planned.items():

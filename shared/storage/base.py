@@ -15,6 +15,21 @@ class Entry:
 class Storage(Protocol):
     root: str
 
+    def normalize(self, root: str, path: str) -> str:
+        """``path`` (absolute, or relative to ``root``) in canonical form: no ``..``, no links."""
+
+    def inside(self, path: str, roots: list[str]) -> bool: ...
+
+    async def is_dir(self, path: str) -> bool: ...
+
+    async def usage(self) -> int:
+        """Bytes under the managed root."""
+
+    async def fingerprint(self, folder: str) -> str:
+        """A digest of the files in an action folder: part of the lineage hash."""
+
+    async def close(self) -> None: ...
+
     def attempt_path(self, final: str, action_id: str, attempt: int) -> str:
         """The private path one attempt writes to; committed to ``final`` by rename."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import hashlib
 import os
 import shutil
 import uuid
@@ -20,6 +21,38 @@ class LocalStorage:
     def __init__(self, root: Path) -> None:
         self.root = str(root)
         Path(root, ATTEMPTS_DIR).mkdir(parents=True, exist_ok=True)
+        # Content digests by (path, size, mtime): a folder of jars is read once, not per submission.
+        self._digests: dict[tuple[str, int, int], str] = {}
+
+    def normalize(self, root: str, path: str) -> str:
+        return str((Path(root) / path).resolve())
+
+    def inside(self, path: str, roots: list[str]) -> bool:
+        p = Path(path)
+        return any(p == Path(r) or p.is_relative_to(r) for r in roots)
+
+    async def is_dir(self, path: str) -> bool:
+        return await asyncio.to_thread(Path(path).is_dir)
+
+    async def usage(self) -> int:
+        return await self.size(self.root) or 0
+
+    async def fingerprint(self, folder: str) -> str:
+        """A digest of every file under ``folder``: relative path and content hash."""
+        return await asyncio.to_thread(self._fingerprint, Path(folder))
+
+    def _fingerprint(self, folder: Path) -> str:
+        h = hashlib.sha256()
+        for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+            st = f.stat()
+            key = (str(f), st.st_size, st.st_mtime_ns)
+            if key not in self._digests:
+                self._digests[key] = hashlib.sha256(f.read_bytes()).hexdigest()
+            h.update(f"{f.relative_to(folder)}\0{self._digests[key]}\0".encode())
+        return h.hexdigest()
+
+    async def close(self) -> None:
+        pass
 
     def attempt_path(self, final: str, action_id: str, attempt: int) -> str:
         parent = Path(final).parent / ATTEMPTS_DIR

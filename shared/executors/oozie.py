@@ -1,0 +1,144 @@
+"""Oozie executor: each action attempt is a one-action Oozie workflow.
+
+Its ``workflow.xml`` (schema ``uri:oozie:workflow:0.5``; ``<java>`` for COMMAND_LINE,
+``<shell>`` for SHELL) is written over WebHDFS to an application path of its own, then
+submitted with ``oozie.wf.external.id`` = the attempt's external id and the workflow
+notification URL pointing at the callback service (with the action's secret).
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from email.utils import parsedate_to_datetime
+from xml.etree import ElementTree as ET
+
+from shared.executors.base import JobRequest, JobState, JobStatus
+from shared.hadoop.oozie import TERMINAL, Oozie, OozieError
+from shared.hadoop.webhdfs import WebHdfs
+from shared.workflow_spec import ActionType
+
+log = logging.getLogger(__name__)
+WF_NS = "uri:oozie:workflow:0.5"
+SHELL_NS = "uri:oozie:shell-action:0.3"
+NODE = "pingo-action"
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _epoch(rfc822: str | None) -> float | None:
+    return parsedate_to_datetime(rfc822).timestamp() if rfc822 else None
+
+
+class OozieExecutor:
+    name = "oozie"
+    supports = frozenset({ActionType.COMMAND_LINE, ActionType.SHELL})
+
+    def __init__(self, oozie: Oozie, hdfs: WebHdfs, name_node: str, job_tracker: str, queue: str, apps_root: str):
+        self.oozie = oozie
+        self.hdfs = hdfs
+        self.name_node = name_node.rstrip("/")
+        self.job_tracker = job_tracker
+        self.queue = queue
+        self.apps_root = apps_root
+
+    def hdfs_uri(self, path: str) -> str:
+        return f"{self.name_node}{path}"
+
+    async def workflow_xml(self, job: JobRequest) -> bytes:
+        app = ET.Element("workflow-app", {"xmlns": WF_NS, "name": _safe(f"pingo-{job.name}")[:200]})
+        ET.SubElement(app, "start", {"to": NODE})
+        action = ET.SubElement(app, "action", {"name": NODE})
+        if job.type == ActionType.COMMAND_LINE:
+            body = ET.SubElement(action, "java")
+        else:
+            body = ET.SubElement(action, "shell", {"xmlns": SHELL_NS})
+        ET.SubElement(body, "job-tracker").text = "${jobTracker}"
+        ET.SubElement(body, "name-node").text = "${nameNode}"
+        conf = ET.SubElement(body, "configuration")
+        settings = {"mapred.job.queue.name": "${queueName}"}
+        if job.type == ActionType.COMMAND_LINE:
+            settings.update(job.configuration)
+        for k, v in settings.items():
+            prop = ET.SubElement(conf, "property")
+            ET.SubElement(prop, "name").text = k
+            ET.SubElement(prop, "value").text = v
+        if job.type == ActionType.COMMAND_LINE:
+            ET.SubElement(body, "main-class").text = job.main_class
+            for arg in job.arguments:
+                ET.SubElement(body, "arg").text = arg
+        else:
+            command = job.command or []
+            ET.SubElement(body, "exec").text = command[0]
+            for arg in [*command[1:], *job.arguments]:
+                ET.SubElement(body, "argument").text = arg
+            for k, v in job.configuration.items():
+                ET.SubElement(body, "env-var").text = f"{k}={v}"
+            if job.action_folder:
+                # The folder's files are shipped into the action's working directory.
+                for st in await self.hdfs.list(job.action_folder):
+                    if st["type"] == "FILE":
+                        path = posixpath.join(job.action_folder, st["pathSuffix"])
+                        ET.SubElement(body, "file").text = f"{self.hdfs_uri(path)}#{st['pathSuffix']}"
+        ET.SubElement(action, "ok", {"to": "end"})
+        ET.SubElement(action, "error", {"to": "fail"})
+        kill = ET.SubElement(app, "kill", {"name": "fail"})
+        ET.SubElement(kill, "message").text = "Action failed, error message[${wf:errorMessage(wf:lastErrorNode())}]"
+        ET.SubElement(app, "end", {"name": "end"})
+        return ET.tostring(app, encoding="utf-8", xml_declaration=True)
+
+    async def submit(self, job: JobRequest) -> str:
+        if existing := await self.oozie.find(job.external_id):
+            return existing  # submitted before (the submitter died before recording it)
+        app_dir = posixpath.join(self.apps_root, _safe(job.external_id))
+        await self.hdfs.mkdirs(app_dir)
+        await self.hdfs.create(posixpath.join(app_dir, "workflow.xml"), await self.workflow_xml(job), overwrite=True)
+        properties = {
+            "user.name": self.oozie.user,
+            "oozie.wf.application.path": self.hdfs_uri(app_dir),
+            "nameNode": self.name_node,
+            "jobTracker": self.job_tracker,
+            "queueName": self.queue,
+            "oozie.wf.external.id": job.external_id,
+            "oozie.wf.workflow.notification.url": job.notify_url,
+        }
+        if job.type == ActionType.COMMAND_LINE and job.action_folder:
+            properties["oozie.libpath"] = self.hdfs_uri(job.action_folder)
+        return await self.oozie.submit(properties, job.external_id)
+
+    async def find(self, external_id: str) -> str | None:
+        return await self.oozie.find(external_id)
+
+    async def status(self, job_id: str) -> JobStatus:
+        try:
+            status = await self.oozie.status(job_id)
+        except OozieError as exc:
+            if exc.code == "E0604":
+                return JobStatus(state=JobState.UNKNOWN, error=exc.message)
+            raise
+        if status == "PREP":
+            return JobStatus(state=JobState.PREP)
+        if status in ("RUNNING", "SUSPENDED"):
+            # SUSPENDED is not terminal (it may be an automatic suspension): keep polling.
+            return JobStatus(state=JobState.RUNNING, error="suspended by Oozie" if status == "SUSPENDED" else None)
+        if status not in TERMINAL:
+            return JobStatus(state=JobState.RUNNING)
+        info = await self.oozie.info(job_id)
+        node = next((a for a in info.get("actions", []) if a.get("name") == NODE), {})
+        started, ended = _epoch(node.get("startTime") or info.get("startTime")), _epoch(info.get("endTime"))
+        if status == "SUCCEEDED":
+            return JobStatus(state=JobState.SUCCEEDED, started_at=started, ended_at=ended)
+        if node.get("status") in ("ERROR", "FAILED") or status == "FAILED":
+            # A failed java/shell action ends the job KILLED through the kill node: a failure for Pingo.
+            error = f"{node.get('errorCode') or 'FAILED'}: {node.get('errorMessage') or 'the Oozie job failed'}"
+            return JobStatus(state=JobState.FAILED, error=error, started_at=started, ended_at=ended)
+        return JobStatus(state=JobState.KILLED, error="killed in Oozie", started_at=started, ended_at=ended)
+
+    async def kill(self, job_id: str) -> None:
+        await self.oozie.kill(job_id)
+
+    async def close(self) -> None:
+        await self.oozie.close()
+        await self.hdfs.close()

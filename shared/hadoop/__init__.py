@@ -1,0 +1,1 @@
+"""Clients of the Hadoop cluster's REST protocols: WebHDFS and the Oozie Web Services API."""

@@ -1,0 +1,110 @@
+"""WebHDFS storage: datasets on HDFS. Attempts are committed by RENAME, sizes come from
+GETCONTENTSUMMARY, executables are fingerprinted with GETFILECHECKSUM."""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import uuid
+
+from shared.hadoop.webhdfs import WebHdfs
+from shared.storage.base import ATTEMPTS_DIR, Entry
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+class WebHdfsStorage:
+    def __init__(self, hdfs: WebHdfs, root: str) -> None:
+        self.hdfs = hdfs
+        self.root = posixpath.normpath(root)
+
+    def normalize(self, root: str, path: str) -> str:
+        return posixpath.normpath(posixpath.join(root, path))
+
+    def inside(self, path: str, roots: list[str]) -> bool:
+        return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+    def attempt_path(self, final: str, action_id: str, attempt: int) -> str:
+        parent, name = posixpath.split(final)
+        return posixpath.join(parent, ATTEMPTS_DIR, f"{name}.{_safe(action_id)}.{attempt}")
+
+    async def prepare(self, attempt: str) -> None:
+        await self.hdfs.mkdirs(posixpath.dirname(attempt))
+        await self.hdfs.delete(attempt, recursive=True)  # a leftover of a crashed submit
+
+    async def commit(self, attempt: str, final: str, replace: bool = False) -> bool:
+        await self.hdfs.mkdirs(posixpath.dirname(final))
+        if await self.hdfs.status(attempt) is None:
+            if await self.hdfs.status(final) is not None:
+                return True  # a repeated commit: done before
+            raise FileNotFoundError(f"the action reported success but its output {attempt} does not exist")
+        if await self.hdfs.status(final) is not None:
+            if not replace:
+                await self.hdfs.delete(attempt, recursive=True)
+                return False
+            trash = posixpath.join(
+                posixpath.dirname(final), f".{posixpath.basename(final)}.replaced.{uuid.uuid4().hex[:8]}"
+            )
+            await self.hdfs.rename(final, trash)
+            committed = await self.hdfs.rename(attempt, final)
+            await self.hdfs.delete(trash, recursive=True)
+            return committed
+        # Old RENAME semantics: False rather than an error if the destination appeared meanwhile.
+        if await self.hdfs.rename(attempt, final):
+            return True
+        await self.hdfs.delete(attempt, recursive=True)
+        return False
+
+    async def discard(self, path: str) -> None:
+        await self.hdfs.delete(path, recursive=True)
+
+    async def delete(self, path: str) -> None:
+        await self.hdfs.delete(path, recursive=True)
+
+    async def size(self, path: str) -> int | None:
+        if await self.hdfs.status(path) is None:
+            return None
+        return int((await self.hdfs.content_summary(path))["length"])
+
+    async def exists(self, path: str) -> bool:
+        return await self.hdfs.status(path) is not None
+
+    async def is_dir(self, path: str) -> bool:
+        st = await self.hdfs.status(path)
+        return st is not None and st["type"] == "DIRECTORY"
+
+    async def usage(self) -> int:
+        return int((await self.hdfs.content_summary(self.root))["length"])
+
+    async def list_root(self) -> list[Entry]:
+        out = []
+        for base, prefix in ((self.root, ""), (posixpath.join(self.root, ATTEMPTS_DIR), f"{ATTEMPTS_DIR}/")):
+            if await self.hdfs.status(base) is None:
+                continue
+            for st in await self.hdfs.list(base):
+                if st["pathSuffix"] != ATTEMPTS_DIR:
+                    out.append(Entry(prefix + st["pathSuffix"], st["modificationTime"] / 1000.0))
+        return out
+
+    async def fingerprint(self, folder: str) -> str:
+        """A digest of every file under ``folder``: relative path and HDFS file checksum."""
+        h = hashlib.sha256()
+        stack = [folder]
+        files: list[tuple[str, str]] = []
+        while stack:
+            d = stack.pop()
+            for st in await self.hdfs.list(d):
+                path = posixpath.join(d, st["pathSuffix"])
+                if st["type"] == "DIRECTORY":
+                    stack.append(path)
+                else:
+                    files.append((posixpath.relpath(path, folder), path))
+        for rel, path in sorted(files):
+            ck = await self.hdfs.checksum(path)
+            h.update(f"{rel}\0{ck['algorithm']}\0{ck['bytes']}\0".encode())
+        return h.hexdigest()
+
+    async def close(self) -> None:
+        await self.hdfs.close()
