@@ -153,3 +153,36 @@ async def test_kill_and_status_work_from_another_process_view(tmp_path: Path) ->
     assert st.state == JobState.FAILED and "no heartbeat" in st.error
     (dead / "heartbeat").touch()
     assert (await other.status("wf-y.1_1")).state == JobState.RUNNING
+
+
+async def test_replacing_a_jar_recomputes_that_action_and_its_descendants_only(system: Api, jar_folder: Path) -> None:
+    other = jar_folder.parent / "other"
+    shutil.copytree(jar_folder, other)
+    body = {
+        "name": "jars",
+        "actions": [
+            {**java_action(1, "fp-a"), "actionFolder": str(jar_folder)},
+            {**java_action(2, "fp-b", [1]), "actionFolder": str(other)},
+            {**java_action(3, "fp-c"), "actionFolder": str(other)},
+            {**java_action(4, "fp-leaf", [2, 3]), "actionFolder": str(other)},
+        ],
+    }
+    first = await system.run(body)
+    assert first["state"] == "SUCCEEDED"
+    again = await system.run(body)
+    assert {a["decision"] for a in again["actions"]} == {"reuse"}
+    # A new build of A's jar (same classes, one more resource): A and everything below it change.
+    (jar_folder / "VERSION").write_text("2")
+    subprocess.run(["jar", "uf", str(jar_folder / "synth.jar"), "-C", str(jar_folder), "VERSION"], check=True)
+    (jar_folder / "VERSION").unlink()
+    changed = await system.run(body)
+    assert changed["state"] == "SUCCEEDED"
+    assert {a["localId"]: a["decision"] for a in changed["actions"]} == {
+        1: "compute",
+        2: "compute",
+        3: "reuse",
+        4: "compute",
+    }
+    before = {a["localId"]: a["hash"] for a in first["actions"]}
+    after = {a["localId"]: a["hash"] for a in changed["actions"]}
+    assert [k for k in before if before[k] != after[k]] == [1, 2, 4]
