@@ -71,6 +71,11 @@ class Settings(BaseSettings):
     algorithm: str = Field("adaptive", description="Decision algorithm: adaptive, mcu.")
     history_window: int = Field(10_000, description="Actions in the decision's rolling window.")
     decision_interval: float = Field(10.0, description="Decision timer (it also wakes on dataset.stored), seconds.")
+    fault_crash_after_submit: bool = Field(
+        False,
+        description="Fault injection for tests: the action manager exits right after the executor accepted "
+        "a job, before recording it (the crash window that external-id lookups close).",
+    )
     orphan_sweep_interval: float = Field(300.0, description="Removal of unowned files under the managed root, seconds.")
 
     @model_validator(mode="after")

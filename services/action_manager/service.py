@@ -165,6 +165,9 @@ class ActionManager:
         except Exception as exc:
             await self.submit_failed(res, external_id, exc)
             return
+        if self.settings.fault_crash_after_submit:
+            log.critical("fault injection: exiting after submitting %s as %s, before recording it", external_id, job_id)
+            os._exit(137)
         done = await store.actions.find_one_and_update(
             {"_id": res["_id"], "state": A.SUBMITTED, "external_id": external_id},
             {"$set": {"job_id": job_id}},
