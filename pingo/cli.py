@@ -189,6 +189,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return asyncio.run(run_demo(args))
 
 
+def cmd_emulate_hadoop(args: argparse.Namespace) -> int:
+    from pingo.emulator.cli import run
+
+    return run(args)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pingo", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -216,6 +222,11 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--examples", default=str(Path("examples")), help="folder of example workflows")
     m.add_argument("--keep-running", action="store_true", help="keep serving after the demo")
     m.set_defaults(run=cmd_demo)
+    h = sub.add_parser("emulate-hadoop", help="run an emulated Oozie + WebHDFS (NameNode, DataNode) over a local dir")
+    from pingo.emulator.cli import add_arguments
+
+    add_arguments(h)
+    h.set_defaults(run=cmd_emulate_hadoop)
     c = client_cmd("submit", "submit a workflow JSON file")
     c.add_argument("file")
     c.add_argument("--wait", action="store_true", help="show live progress until the workflow ends")

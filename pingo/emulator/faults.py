@@ -16,7 +16,9 @@ class Faults(BaseModel):
 
     # -- notifications (B.4) --------------------------------------------------------
     drop_notifications: float = Field(
-        0.0, ge=0.0, le=1.0,
+        0.0,
+        ge=0.0,
+        le=1.0,
         description="Probability (0..1) that a notification is lost when queued: it is never sent, not retried.",
     )
     drop_next_notifications: int = Field(
@@ -45,7 +47,8 @@ class Faults(BaseModel):
     )
     # -- jobs and actions -----------------------------------------------------------
     status_lag: float = Field(
-        0.0, ge=0.0,
+        0.0,
+        ge=0.0,
         description="Seconds between an action's process exit and the action/job status change (real: up to 600).",
     )
     fail_actions: str | None = Field(
@@ -55,8 +58,8 @@ class Faults(BaseModel):
     )
     fail_exit_code: int = Field(1, ge=1, le=255, description="Exit code reported for fail_actions.")
     hang_actions: str | None = Field(
-        None, description="Regex (as fail_actions): a matching action never starts a process and stays RUNNING "
-        "until killed."
+        None,
+        description="Regex (as fail_actions): a matching action never starts a process and stays RUNNING until killed.",
     )
     fatal_actions: str | None = Field(
         None,
@@ -73,7 +76,8 @@ class Faults(BaseModel):
         0, ge=0, description="The next N Oozie requests (not /emulator/*) answer 503 E0002 (counts down)."
     )
     http_503_burst_webhdfs: int = Field(
-        0, ge=0,
+        0,
+        ge=0,
         description="The next N WebHDFS requests, NameNode or DataNode, answer 503 with a StandbyException "
         "RemoteException (one shared counter, counts down).",
     )

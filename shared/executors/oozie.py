@@ -67,6 +67,9 @@ class OozieExecutor:
             ET.SubElement(prop, "value").text = v
         if job.type == ActionType.COMMAND_LINE:
             ET.SubElement(body, "main-class").text = job.main_class
+            # As with the local executor, configurationParameters are Java system properties.
+            for k, v in job.configuration.items():
+                ET.SubElement(body, "java-opt").text = f"-D{k}={v}"
             for arg in job.arguments:
                 ET.SubElement(body, "arg").text = arg
         else:

@@ -1,0 +1,266 @@
+"""Runs one java or shell action as a local subprocess, in a fresh working directory
+outside the HDFS namespace, the way a YARN launcher container would:
+
+- every ``<file>`` (``path#name``; relative paths are under the app dir) is copied into
+  the working directory and made executable; every ``<archive>`` is unpacked there;
+- java: ``java -cp <jars> [java-opts] -Doozie.action.conf.xml=... <main-class> <arg>...``
+  where the jars are ``<app>/lib/*.jar``, the ``*.jar`` of every ``oozie.libpath`` entry
+  and shipped ``.jar`` files;
+- shell: ``<exec> <argument>...`` (``./<exec>`` if a shipped file has that name, else
+  from PATH), with the ``env-var`` entries added;
+- environment: the emulator's, plus ``PINGO_EMULATOR_HDFS_ROOT``, ``OOZIE_JOB_ID`` and
+  ``OOZIE_ACTION_CONF_XML`` (the action configuration written as ``action.xml``);
+- stdout and stderr go to files ``stdout`` and ``stderr`` in the working directory.
+
+Always argv lists, never a shell. The process gets its own process group so a kill
+reaches its children too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from pingo.emulator.hadoop_conf import to_xml
+from pingo.emulator.hdfs import HdfsError, Namespace
+from pingo.emulator.workflow_xml import ActionSpec
+
+KILL_GRACE = 5.0
+MAX_OUTPUT = 2048
+
+
+@dataclass
+class Outcome:
+    exit_code: int | None = None  # None: the launcher failed before or instead of the program
+    error_code: str | None = None
+    error_message: str | None = None
+    data: str | None = None
+    started: bool = False  # whether a process was actually started
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and self.error_code is None
+
+
+def hdfs_ref(path: str, app_dir: str) -> str:
+    """A ``<file>``/``<archive>``/libpath reference as an absolute HDFS path or URI."""
+    if "://" in path or path.startswith("/"):
+        return path
+    return f"{app_dir.rstrip('/')}/{path}"
+
+
+class ActionRunner:
+    def __init__(
+        self,
+        spec: ActionSpec,
+        *,
+        namespace: Namespace,
+        workdir: Path,
+        app_dir: str,
+        libpaths: list[str],
+        job_id: str,
+        action_id: str,
+        action_conf: dict[str, str],
+    ) -> None:
+        self.spec = spec
+        self.ns = namespace
+        self.workdir = workdir
+        self.app_dir = app_dir
+        self.libpaths = libpaths
+        self.job_id = job_id
+        self.action_id = action_id
+        self.action_conf = action_conf
+        self.proc: asyncio.subprocess.Process | None = None
+        self.killed = False
+
+    # -- preparation ------------------------------------------------------------------
+    def _prepare(self, user: str) -> None:
+        """``<prepare>``: delete (recursively, a missing path is fine) and mkdir, in order."""
+        for kind, path in self.spec.prepare:
+            if kind == "delete":
+                self.ns.delete(path, recursive=True)
+            else:
+                self.ns.mkdirs(path, user)
+
+    def _localize(self) -> list[Path]:
+        """Copy files and unpack archives into the working directory; the shipped jars."""
+        jars = []
+        for entry, archive in [(f, False) for f in self.spec.files] + [(a, True) for a in self.spec.archives]:
+            path, _, name = entry.partition("#")
+            ref = hdfs_ref(path, self.app_dir)
+            try:
+                local = self.ns.local(ref)
+            except HdfsError as exc:
+                raise FileNotFoundError(exc.message) from None
+            if not local.exists():
+                raise FileNotFoundError(f"File does not exist: {ref}")
+            target = self.workdir / (name or local.name)
+            if archive:
+                fmt = "zip" if local.suffix in (".jar", ".zip") else None
+                shutil.unpack_archive(local, target, fmt)
+            elif local.is_dir():
+                shutil.copytree(local, target)
+            else:
+                shutil.copyfile(local, target)
+                target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+                if target.suffix == ".jar":
+                    jars.append(target)
+        return jars
+
+    def _classpath(self, shipped: list[Path]) -> list[str]:
+        entries = [str(self.workdir)]
+        dirs = [hdfs_ref("lib", self.app_dir), *self.libpaths]
+        for d in dirs:
+            try:
+                local = self.ns.local(d)
+            except HdfsError:
+                continue
+            if local.is_dir():
+                entries.extend(str(j) for j in sorted(local.glob("*.jar")))
+            elif local.suffix == ".jar" and local.is_file():
+                entries.append(str(local))
+        entries.extend(str(j) for j in shipped)
+        return entries
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PINGO_EMULATOR_HDFS_ROOT"] = str(self.ns.root)
+        env["OOZIE_JOB_ID"] = self.job_id
+        env["OOZIE_ACTION_CONF_XML"] = str(self.workdir / "action.xml")
+        env["PWD"] = str(self.workdir)
+        if self.spec.type == "shell":
+            for entry in self.spec.env_vars:
+                key, _, value = entry.partition("=")
+                if key:
+                    env[key] = value
+        return env
+
+    def _argv(self, env: dict[str, str], shipped: list[Path]) -> list[str]:
+        spec = self.spec
+        if spec.type == "java":
+            java_home = env.get("JAVA_HOME")
+            java = os.path.join(java_home, "bin", "java") if java_home else None
+            if not java or not os.access(java, os.X_OK):
+                java = shutil.which("java", path=env.get("PATH"))
+            if java is None:
+                raise OSError('Cannot run program "java": error=2, No such file or directory')
+            return [
+                java,
+                "-cp",
+                os.pathsep.join(self._classpath(shipped)),
+                *spec.java_opts,
+                f"-Doozie.action.conf.xml={self.workdir / 'action.xml'}",
+                f"-Doozie.job.id={self.job_id}",
+                f"-Doozie.action.id={self.action_id}",
+                f"-Doozie.action.output.properties={self.workdir / 'output.properties'}",
+                spec.main_class,
+                *spec.args,
+            ]
+        exe = spec.exec or ""
+        if "/" in exe:
+            program = exe if os.path.isabs(exe) else str(self.workdir / exe)
+        elif (self.workdir / exe).is_file():
+            program = str(self.workdir / exe)
+        else:
+            found = shutil.which(exe, path=env.get("PATH"))
+            if found is None:
+                raise OSError(f'Cannot run program "{exe}": error=2, No such file or directory')
+            program = found
+        return [program, *spec.args]
+
+    def _open_logs(self) -> tuple[BinaryIO, BinaryIO]:
+        return open(self.workdir / "stdout", "wb"), open(self.workdir / "stderr", "wb")
+
+    # -- running ----------------------------------------------------------------------
+    async def run(self, on_start: Callable[[], None] | None = None) -> Outcome:
+        if self.workdir.exists():
+            shutil.rmtree(self.workdir)
+        self.workdir.mkdir(parents=True)
+        try:
+            self._prepare(self.action_conf.get("user.name", "dr.who"))
+        except HdfsError as exc:
+            return Outcome(error_code="JA009", error_message=exc.message)
+        try:
+            shipped = self._localize()
+        except FileNotFoundError as exc:
+            return Outcome(error_code="JA008", error_message=str(exc).strip("'\""))
+        except (OSError, shutil.ReadError) as exc:
+            return Outcome(error_code="JA009", error_message=str(exc))
+        (self.workdir / "action.xml").write_text(to_xml(self.action_conf))
+        env = self._env()
+        try:
+            argv = self._argv(env, shipped)
+        except OSError as exc:
+            return Outcome(error_code="JA018", error_message=str(exc))
+        (self.workdir / "argv").write_text("\n".join(argv) + "\n")
+        out, err = self._open_logs()
+        with out, err:
+            try:
+                self.proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    cwd=self.workdir,
+                    env=env,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                return Outcome(error_code="JA018", error_message=f'Cannot run program "{argv[0]}": {exc}')
+            if on_start is not None:
+                on_start()
+            try:
+                code = await self.proc.wait()
+            except asyncio.CancelledError:
+                self.kill()
+                raise
+        outcome = Outcome(exit_code=code, started=True)
+        if code < 0:
+            outcome.exit_code = None
+            outcome.error_code = "JA018"
+            outcome.error_message = f"Launcher process terminated by signal {-code}"
+        if self.spec.capture_output and outcome.ok:
+            source = self.workdir / ("stdout" if self.spec.type == "shell" else "output.properties")
+            text = source.read_text(errors="replace") if source.exists() else ""
+            if len(text) > MAX_OUTPUT:
+                outcome.error_code = "JA018"
+                outcome.error_message = f"Output data exceeds its limit [{MAX_OUTPUT}]"
+            else:
+                outcome.data = text
+        return outcome
+
+    def kill(self) -> None:
+        """SIGTERM to the action's process group, SIGKILL after a grace period."""
+        self.killed = True
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGTERM)
+
+        def force() -> None:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+
+        asyncio.get_running_loop().call_later(KILL_GRACE, force)
+
+    async def reap(self, grace: float = KILL_GRACE) -> None:
+        """After :meth:`kill`: wait for the process to end, SIGKILL it after ``grace``."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return
+        try:
+            await asyncio.wait_for(proc.wait(), grace)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
