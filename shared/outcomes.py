@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,8 @@ from shared.store.workflows import settle
 
 log = logging.getLogger(__name__)
 A = ActionState
+# How long one caller may take to finish an action before another may take over.
+FINISH_LEASE = 60.0
 
 
 @dataclass
@@ -70,12 +73,33 @@ class Outcomes:
             )
             if res:
                 await self.publish(EventType.ACTION_RUNNING, res)
-        elif status.state == JobState.SUCCEEDED:
-            await self.succeed(action, status)
-        elif status.state in (JobState.FAILED, JobState.KILLED):
-            killed = bool(action.get("kill_requested"))
-            reason = "killed" if killed else "action_failed"
-            await self.end(action, A.KILLED if killed else A.FAILED, status.error or reason, reason)
+        elif status.state in (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED):
+            # Duplicated notifications and the poller may report the same end at once, from
+            # any replica: one of them finishes the action, under a lease that a crash expires.
+            token = await self.lease(action)
+            if token is None:
+                return
+            try:
+                if status.state == JobState.SUCCEEDED:
+                    await self.succeed(action, status)
+                else:
+                    killed = bool(action.get("kill_requested"))
+                    reason = "killed" if killed else "action_failed"
+                    await self.end(action, A.KILLED if killed else A.FAILED, status.error or reason, reason)
+            finally:
+                await self.store.actions.update_one({"_id": action["_id"], "finish_lease_by": token},
+                                                    {"$set": {"finish_lease_at": 0.0}})  # fmt: skip
+
+    async def lease(self, action: dict[str, Any]) -> str | None:
+        """Take the right to finish this action; its token, or None if another caller has it."""
+        now = time.time()
+        token = uuid.uuid4().hex
+        won = await self.store.actions.find_one_and_update(
+            {"_id": action["_id"], "state": {"$in": [A.SUBMITTED, A.RUNNING]}, "job_id": action["job_id"],
+             "finish_lease_at": {"$lt": now - FINISH_LEASE}},
+            {"$set": {"finish_lease_at": now, "finish_lease_by": token}},
+        )  # fmt: skip
+        return token if won is not None else None
 
     async def succeed(self, action: dict[str, Any], status: JobStatus) -> None:
         final, attempt = action["output_path"], action["attempt_path"]

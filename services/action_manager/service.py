@@ -132,6 +132,7 @@ class ActionManager:
                 "next_poll_at": now + self.settings.poll_interval,
                 "poll_count": 0,
                 "job_id": None,
+                "finish_lease_at": 0.0,
                 "executor": executor.name,
             },
         )
