@@ -248,8 +248,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
-    result = args.run(args)
-    code = asyncio.run(result) if asyncio.iscoroutine(result) else result
+    try:
+        result = args.run(args)
+        code = asyncio.run(result) if asyncio.iscoroutine(result) else result
+    except BrokenPipeError:
+        # The reader went away (pingo datasets | head): stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141
     raise SystemExit(code)
 
 
