@@ -311,19 +311,24 @@ class Processes(Api):
     def tail(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(self.logs.glob("*.log")))
 
+    async def start_all(self) -> None:
+        await self.open()
+        for name in self.SERVICES:
+            self.start(name)
+        await self.healthy(self.settings.port)
+        await self.healthy(self.settings.callback_port)
+
+    async def stop_all(self) -> None:
+        for key in list(self.procs):
+            self.stop(key)
+        await self.close()
+
 
 @pytest.fixture
 async def processes(settings: Settings, amqp_url: str, tmp_path: Path):
     settings = settings.model_copy(update={"amqp_url": amqp_url})
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    system = Processes(settings, logs)
-    await system.open()
-    for name in Processes.SERVICES:
-        system.start(name)
-    await system.healthy(settings.port)
-    await system.healthy(settings.callback_port)
+    (tmp_path / "logs").mkdir()
+    system = Processes(settings, tmp_path / "logs")
+    await system.start_all()
     yield system
-    for key in list(system.procs):
-        system.stop(key)
-    await system.close()
+    await system.stop_all()

@@ -71,19 +71,12 @@ async def hadoop(tmp_path: Path, mongo_url: str, amqp_url: str):
         poll_interval=0.5,
         poll_max_interval=2.0,
     )
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    system = Hadoop(settings, logs)
+    (tmp_path / "logs").mkdir()
+    system = Hadoop(settings, tmp_path / "logs")
     system.emulator = emu
-    await system.open()
-    for name in Processes.SERVICES:
-        system.start(name)
-    await system.healthy(settings.port)
-    await system.healthy(settings.callback_port)
+    await system.start_all()
     yield system
-    for key in list(system.procs):
-        system.stop(key)
-    await system.close()
+    await system.stop_all()
     await emu.stop()
 
 
