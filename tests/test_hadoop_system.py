@@ -231,3 +231,19 @@ async def test_replacing_a_jar_on_hdfs_invalidates_that_action_and_descendants(h
     subprocess.run(["jar", "uf", str(folders["a"] / "synth.jar"), "-C", str(tmp_path), "VERSION"], check=True)
     changed = await hadoop.run(body)
     assert {a["localId"]: a["decision"] for a in changed["actions"]} == {1: "compute", 2: "compute", 3: "reuse"}
+
+
+async def test_failed_action_keeps_oozies_error_and_ends_the_workflow(hadoop: Hadoop) -> None:
+    wf = await hadoop.run({"name": "fails", "actions": [
+        hdfs_action(1, "f-ok"),
+        {"id": 2, "name": "boom", "type": "SHELL", "actionFolder": "jobs", "command": ["python3", "fail.py"],
+         "parentActions": [1], "additionalInput": [{"value": "on purpose"}]},
+        hdfs_action(3, "f-after", [2]),
+    ]})  # fmt: skip
+    assert wf["state"] == "FAILED"
+    assert [a["state"] for a in wf["actions"]] == ["FINISHED", "FAILED", "KILLED"]
+    # Oozie ended the job KILLED through the kill node; Pingo keeps errorCode and errorMessage.
+    assert wf["actions"][1]["error"].startswith("1: Main Class [") and "exit code [1]" in wf["actions"][1]["error"]
+    _, body = await hadoop.request("GET", "/api/v1/datasets")
+    on_disk = sum(f.stat().st_size for f in (hadoop.emulator.root / "pingo" / "datasets").rglob("*") if f.is_file())
+    assert body["managedRootBytes"] == on_disk > 0

@@ -218,6 +218,8 @@ class WorkflowManager:
             {
                 "capacityBytes": self.settings.capacity_bytes,
                 "threshold": self.settings.threshold,
+                # What the storage itself says is under the managed root (GETCONTENTSUMMARY on HDFS).
+                "managedRootBytes": await self.ctx.storage.usage(),
                 "bytesByState": by_state,
                 "datasets": [dataset_view(d) for d in docs],
             }
