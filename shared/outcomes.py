@@ -20,7 +20,7 @@ from shared.events import Event, EventType, Subject
 from shared.executors.base import Executor, JobState, JobStatus
 from shared.states import ACTION_TRANSITIONS, ActionState
 from shared.storage import Storage
-from shared.store import Store
+from shared.store import Store, history
 from shared.store import datasets as ds
 from shared.store.transitions import transition
 from shared.store.workflows import settle
@@ -145,6 +145,8 @@ class Outcomes:
         )
         if res is None:
             return
+        await history.record(self.store, res["finished_at"], actions_computed=1, compute_seconds=seconds,
+                             bytes_written=size or 0)  # fmt: skip
         await self.publish(EventType.ACTION_FINISHED, res, size=size, seconds=seconds)
         if action.get("managed"):
             await self.publish(EventType.DATASET_STORED, res, size=size)
@@ -188,6 +190,7 @@ class Outcomes:
         )
         if res is None:
             return
+        await history.record(self.store, res["finished_at"], failure=reason)
         event = EventType.ACTION_KILLED if target == A.KILLED else EventType.ACTION_FAILED
         await self.publish(event, res, error=error, reason=reason)
         await self.settle(res["workflow_id"])
@@ -225,6 +228,7 @@ class Outcomes:
             note=reason,
         )
         if res is not None:
+            await history.record(self.store, res["finished_at"], failure=reason)
             await self.release(res, reason)
             await self.publish(EventType.ACTION_KILLED, res, reason=reason)
         return res

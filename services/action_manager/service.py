@@ -20,6 +20,7 @@ from shared.events import Event, EventType
 from shared.executors.base import JobRequest
 from shared.runtime import Context
 from shared.states import ACTION_TRANSITIONS, ActionState
+from shared.store import history
 from shared.store.transitions import transition
 from shared.ticker import Ticker, cancel_all, forever
 
@@ -212,6 +213,7 @@ class ActionManager:
         if res is None:
             return
         if ceiling:
+            await history.record(self.ctx.store, res["finished_at"], failure="submit_failed")
             await self.outcomes.publish(EventType.ACTION_FAILED, res, error=message, reason="submit_failed")
             await self.outcomes.settle(res["workflow_id"])
         else:

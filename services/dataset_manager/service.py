@@ -21,6 +21,7 @@ from shared.events import Event, EventType, Subject
 from shared.runtime import Context
 from shared.states import ACTION_IN_FLIGHT, DATASET_TRANSITIONS, DatasetState
 from shared.storage.base import ATTEMPTS_DIR
+from shared.store import history
 from shared.store.transitions import transition
 from shared.ticker import Ticker, cancel_all, forever
 
@@ -150,6 +151,7 @@ class DatasetManager:
             unset=["lease_owner", "lease_at"],
         )
         if res is not None:
+            await history.record(self.ctx.store, res["updated_at"], bytes_deleted=int(res.get("size") or 0))
             await self.ctx.bus.publish(
                 Event(
                     type=EventType.DATASET_DELETED,

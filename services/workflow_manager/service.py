@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -16,6 +17,7 @@ from services.workflow_manager.views import action_view, dataset_view, timeline,
 from shared.events import Event
 from shared.runtime import Context
 from shared.states import ACTION_TERMINAL, ActionState, DatasetState, WorkflowState
+from shared.store import history
 from shared.ticker import Ticker, cancel_all, forever
 from shared.workflow_spec import id_order, parse_workflow
 
@@ -23,6 +25,14 @@ log = logging.getLogger(__name__)
 A, W = ActionState, WorkflowState
 BY = "workflow_manager"
 MAX_BODY = web.AppKey("max_body", int)
+
+
+def parse_time(raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
 
 
 def error(status: int, message: str, **extra: Any) -> web.Response:
@@ -64,6 +74,7 @@ class WorkflowManager:
         r.add_post("/api/v1/workflows/{id}/kill", self.kill_workflow)
         r.add_get("/api/v1/workflows/{id}/timeline", self.get_timeline)
         r.add_get("/api/v1/datasets", self.list_datasets)
+        r.add_get("/api/v1/history/stats", self.history_stats)
         r.add_get("/api/v1/openapi.json", self.get_openapi)
         r.add_get("/api/v1/events/schema", self.get_event_schema)
         r.add_get("/healthz", health)
@@ -198,6 +209,45 @@ class WorkflowManager:
         await self.outcomes.settle(wf_id)
         wf = await store.workflows.find_one({"_id": wf_id}, {"definition": 0})
         return web.json_response(workflow_view(wf, await self._actions(wf_id)), status=202)
+
+    async def history_stats(self, request: web.Request) -> web.Response:
+        """Per-bucket statistics between ``from`` and ``to`` (ISO 8601 or Unix seconds;
+        default: the last day) at ``resolution`` 1m, 30m, 1d or 10d (default 30m)."""
+        problems = []
+        resolution = request.query.get("resolution", "30m")
+        if resolution not in history.RESOLUTIONS:
+            problems.append(f"resolution must be one of {', '.join(history.RESOLUTIONS)}")
+        now = time.time()
+        bounds = {}
+        for name, default in (("to", now), ("from", None)):
+            raw = request.query.get(name)
+            if raw is None:
+                bounds[name] = default
+                continue
+            try:
+                bounds[name] = parse_time(raw)
+            except ValueError:
+                problems.append(f"{name} must be an ISO 8601 time or Unix seconds, not {raw!r}")
+                bounds[name] = default
+        end = bounds["to"]
+        start = bounds["from"] if bounds["from"] is not None else end - 86_400
+        if start >= end:
+            problems.append("from must be before to")
+        width = history.RESOLUTIONS.get(resolution, 1)
+        if not problems and (end - start) / width > 100_000:
+            problems.append(
+                f"{(end - start) / width:.0f} buckets of {resolution}: use a coarser resolution or a shorter range"
+            )
+        if problems:
+            return error(400, "; ".join(problems), problems=problems)
+        buckets = await history.query(self.ctx.store, resolution, start, end)
+        totals = {k: sum(b[k] for b in buckets) for k in history.COUNTERS}
+        failures: dict[str, int] = {}
+        for b in buckets:
+            for reason, n in b["failures"].items():
+                failures[reason] = failures.get(reason, 0) + n
+        return web.json_response({"resolution": resolution, "from": start, "to": end, "buckets": buckets,
+                                  "totals": {**totals, "failures": failures}})  # fmt: skip
 
     async def list_datasets(self, request: web.Request) -> web.Response:
         q: dict[str, Any] = {}

@@ -20,6 +20,7 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
         ([("workflow_id", ASCENDING)], {}),
         ([("created_at", ASCENDING)], {}),
     ],
+    "history_buckets": [([("res", ASCENDING), ("start", ASCENDING)], {})],
     "workflows": [
         ([("state", ASCENDING), ("created_at", ASCENDING)], {}),
         ([("created_at", ASCENDING)], {}),
