@@ -87,6 +87,30 @@ def document() -> dict[str, Any]:
                     "responses": {"200": _json({"type": "object"}, "Datasets and storage usage")},
                 }
             },
+            "/api/v1/history/stats": {
+                "get": {
+                    "summary": "History statistics per time bucket (kept as transitions happen)",
+                    "parameters": [
+                        {"name": "resolution", "in": "query", "schema": {"enum": ["1m", "30m", "1d", "10d"]}},
+                        {
+                            "name": "from",
+                            "in": "query",
+                            "schema": {"type": "string"},
+                            "description": "ISO 8601 or Unix seconds; default: a day before to",
+                        },
+                        {"name": "to", "in": "query", "schema": {"type": "string"}, "description": "default: now"},
+                    ],
+                    "responses": {
+                        "200": _json(
+                            {"type": "object"},
+                            "buckets (start, end, workflows_submitted, actions_computed, "
+                            "actions_reused, actions_skipped, compute_seconds, saved_seconds, bytes_written, "
+                            "bytes_deleted, failures by reason) and totals",
+                        ),
+                        "400": _json(_ref("Error"), "Bad parameters, every problem listed"),
+                    },
+                }
+            },
             "/api/v1/events/schema": {
                 "get": {
                     "summary": "JSON Schema of the event envelope",
