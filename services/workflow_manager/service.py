@@ -234,7 +234,7 @@ class WorkflowManager:
         if start >= end:
             problems.append("from must be before to")
         width = history.RESOLUTIONS.get(resolution, 1)
-        if not problems and (end - start) / width > 100_000:
+        if not problems and (end - start) / width > history.MAX_BUCKETS:
             problems.append(
                 f"{(end - start) / width:.0f} buckets of {resolution}: use a coarser resolution or a shorter range"
             )

@@ -28,6 +28,8 @@ COUNTERS = (
     "bytes_deleted",
 )
 FAILURE_PREFIX = "failures:"
+# A query may span this many buckets (120 days of minutes is 172,800); beyond it, coarser.
+MAX_BUCKETS = 250_000
 
 
 def bucket_start(at: float, width: int) -> float:
