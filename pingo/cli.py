@@ -195,6 +195,18 @@ def cmd_emulate_hadoop(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from evaluation.cli import run_evaluate
+
+    return run_evaluate(args)
+
+
+def cmd_whatif(args: argparse.Namespace) -> int:
+    from evaluation.cli import run_whatif
+
+    return run_whatif(args)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pingo", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -227,6 +239,14 @@ def parser() -> argparse.ArgumentParser:
 
     add_arguments(h)
     h.set_defaults(run=cmd_emulate_hadoop)
+    from evaluation.cli import add_evaluate_arguments, add_whatif_arguments
+
+    e = sub.add_parser("evaluate", help="thesis section 4.2 on the simulator: CSV and plots of every algorithm")
+    add_evaluate_arguments(e)
+    e.set_defaults(run=cmd_evaluate)
+    w = sub.add_parser("whatif", help="replay this installation's recorded history under other algorithms/capacities")
+    add_whatif_arguments(w)
+    w.set_defaults(run=cmd_whatif)
     c = client_cmd("submit", "submit a workflow JSON file")
     c.add_argument("file")
     c.add_argument("--wait", action="store_true", help="show live progress until the workflow ends")

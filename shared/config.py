@@ -68,7 +68,7 @@ class Settings(BaseSettings):
     capacity_bytes: int = Field(10 * 1024**3, description="Budget for managed intermediate datasets.")
     threshold: float = Field(0.9, description="Decision runs when usage passes threshold x capacity.")
     target: float = Field(0.8, description="...and frees until usage is under target x capacity.")
-    algorithm: str = Field("adaptive", description="Decision algorithm: adaptive, mcu.")
+    algorithm: str = Field("adaptive", description="Decision algorithm: adaptive, mcu, lru, gdsf, nectar, reuse-rate.")
     history_window: int = Field(10_000, description="Actions in the decision's rolling window.")
     decision_interval: float = Field(10.0, description="Decision timer (it also wakes on dataset.stored), seconds.")
     fault_crash_after_submit: bool = Field(

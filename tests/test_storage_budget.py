@@ -137,5 +137,7 @@ def test_algorithms_free_what_is_asked_from_candidates_only(name: str) -> None:
 
 
 def test_unknown_algorithm_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="unknown decision algorithm 'nope'; known: adaptive, mcu"):
+    known = ", ".join(sorted(REGISTRY))
+    with pytest.raises(ValueError, match=f"unknown decision algorithm 'nope'; known: {known}"):
         get_algorithm("nope")
+    assert {"adaptive", "mcu", "lru", "gdsf", "nectar"} <= set(REGISTRY)

@@ -82,9 +82,15 @@ class DecisionService:
         return int(rows[0]["bytes"] or 0) if rows else 0
 
     async def history(self) -> SimplifiedHistory:
+        """The rolling window of the last N actions, with the lineage, mean compute time and
+        presence of their datasets: cost-aware algorithms charge a deleted dataset with the
+        recomputation of its ancestors that are no longer stored either."""
         cursor = self.ctx.store.actions.find({}, {"workflow_id": 1, "hash": 1, "created_at": 1})
         rows = [a async for a in cursor.sort("created_at", -1).limit(self.settings.history_window)]
-        return SimplifiedHistory.from_actions(rows)
+        hashes = list({r["hash"] for r in rows})
+        fields = {"state": 1, "lineage.parents": 1, "compute_seconds_total": 1, "compute_count": 1}
+        docs = [d async for d in self.ctx.store.datasets.find({"_id": {"$in": hashes}}, fields)]
+        return SimplifiedHistory.from_actions(rows).with_datasets(docs)
 
     async def run_once(self) -> bool:
         if not await take_lease(self.ctx, "decision", self.owner, max(30.0, 3 * self.settings.decision_interval)):

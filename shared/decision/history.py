@@ -1,9 +1,12 @@
-"""The simplified workflow history: the last N actions, grouped back into their workflows."""
+"""The simplified workflow history: the last N actions, grouped back into their workflows,
+with what the cost-aware algorithms need to know about lineage."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -16,11 +19,31 @@ class Candidate:
     last_used: float = 0.0
 
 
+# Dataset states whose file exists (or will, once its producer ends) and is not on its way
+# out: an ancestor in one of these is reused, not computed, when a descendant is recomputed.
+PRESENT_STATES = frozenset({"STORED", "LEAF", "TO_STORE", "TO_LEAF"})
+
+
 @dataclass
 class SimplifiedHistory:
-    """Workflows oldest first; each is the list of dataset hashes its actions used."""
+    """Workflows oldest first; each is the list of dataset hashes its actions used.
+
+    The optional fields let an algorithm price the recomputation of a dataset with its
+    ancestors (a deleted dataset is computed again from its nearest present ancestors):
+
+    - ``parents``: hash -> its parents' hashes (the dataset's lineage);
+    - ``compute_time``: hash -> mean seconds to compute it;
+    - ``stored``: the hashes whose datasets are present now (STORED, LEAF, or being
+      computed); ``None`` when unknown, and then only the candidates count as present.
+
+    With the defaults (all empty) the cost-aware algorithms price a dataset by its own
+    compute time alone, as if every ancestor were present.
+    """
 
     workflows: list[list[str]] = field(default_factory=list)
+    parents: dict[str, list[str]] = field(default_factory=dict)
+    compute_time: dict[str, float] = field(default_factory=dict)
+    stored: Set[str] | None = None
 
     def __len__(self) -> int:
         return len(self.workflows)
@@ -29,7 +52,7 @@ class SimplifiedHistory:
         return Counter(h for wf in self.workflows for h in set(wf))
 
     def sublist(self, start: int, end: int | None = None) -> SimplifiedHistory:
-        return SimplifiedHistory(self.workflows[max(0, start) : end])
+        return SimplifiedHistory(self.workflows[max(0, start) : end], self.parents, self.compute_time, self.stored)
 
     @classmethod
     def from_actions(cls, actions: list[dict]) -> SimplifiedHistory:
@@ -40,3 +63,24 @@ class SimplifiedHistory:
             hashes.append(a["hash"])
             groups[a["workflow_id"]] = (min(first, a["created_at"]), hashes)
         return cls([h for _, h in sorted(groups.values(), key=lambda g: g[0])])
+
+    def with_datasets(self, datasets: Iterable[dict[str, Any]]) -> SimplifiedHistory:
+        """The same history with lineage, compute times and presence from dataset documents
+        (``_id``, ``state``, ``lineage.parents``, ``compute_seconds_total``, ``compute_count``).
+
+        Give it the documents of the hashes in the window: a workflow holds every parent of
+        its actions, so their lineage is then complete back to the window's start."""
+        parents: dict[str, list[str]] = {}
+        compute_time: dict[str, float] = {}
+        stored: set[str] = set()
+        for d in datasets:
+            h = d["_id"]
+            # nx-27017 answers a ``lineage.parents`` projection with that dotted key, flat;
+            # MongoDB nests it under ``lineage``.
+            parents[h] = list((d.get("lineage") or {}).get("parents") or d.get("lineage.parents") or [])
+            count = int(d.get("compute_count") or 0)
+            if count:
+                compute_time[h] = float(d.get("compute_seconds_total") or 0.0) / count
+            if d.get("state") in PRESENT_STATES:
+                stored.add(h)
+        return SimplifiedHistory(self.workflows, parents, compute_time, stored)
