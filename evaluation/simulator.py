@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.decision import Algorithm, Candidate, SimplifiedHistory, get_algorithm
+from shared.decision.budget import bytes_to_free
 from shared.hashing import workflow_hashes
 from shared.planning import plan
 from shared.workflow_spec import ActionId, ActionSpec, WorkflowSpec, parse_workflow
@@ -258,19 +259,17 @@ def simulate(
         window.add([wf.hashes[a.id] for a in wf.spec.actions])
         peak = max(peak, ds.stored_bytes)
         outcome = WorkflowOutcome(wf.name, computed, seconds)
-        if capacity is not None and algo is not None and ds.stored_bytes > threshold * capacity:
-            outcome.deleted = decide(ds, algo, window, parents, capacity, target)
+        to_free = bytes_to_free(ds.stored_bytes, capacity, threshold, target) if capacity is not None else 0
+        if algo is not None and to_free:
+            outcome.deleted = decide(ds, algo, window, parents, to_free)
             deletions += len(outcome.deleted)
         outcomes.append(outcome)
     name = "unlimited" if algo is None else algo.name
     return SimulationResult(name, capacity, total, outcomes, peak, ds.leaf_bytes, deletions)
 
 
-def decide(
-    ds: Datasets, algo: Algorithm, window: Window, parents: dict[str, list[str]], capacity: int, target: float
-) -> list[str]:
+def decide(ds: Datasets, algo: Algorithm, window: Window, parents: dict[str, list[str]], to_free: int) -> list[str]:
     """The decision service's ``run_once`` over the in-memory datasets."""
-    to_free = int(ds.stored_bytes - target * capacity)
     candidates = ds.candidates()
     # Present = STORED or LEAF (a live view: the algorithm only reads it).
     history = SimplifiedHistory(list(window.workflows), parents, ds.mean, ds.leaf.keys())

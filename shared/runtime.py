@@ -12,6 +12,8 @@ import signal
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from aiohttp import web
+
 from shared.bus import Bus, make_bus
 from shared.config import Settings
 from shared.executors.base import Executor
@@ -58,6 +60,11 @@ class Context:
         await self.store.close()
         if self.embedded is not None:
             self.embedded.stop()
+
+
+async def health(_: web.Request) -> web.Response:
+    """``GET /healthz`` of the services that serve HTTP."""
+    return web.json_response({"ok": True})
 
 
 class Service(Protocol):

@@ -26,33 +26,33 @@ DISALLOWED_PROPERTIES = ("user.name", "mapreduce.job.user.name", "fs.default.nam
 
 Group = tuple[frozenset[str], int, int | None]
 
-_JAVA: list[Group] = [
+# Java and shell actions share their leading and trailing elements (XSD order).
+_HEAD: list[Group] = [
     (frozenset({"job-tracker", "resource-manager"}), 0, 1),
     (frozenset({"name-node"}), 0, 1),
     (frozenset({"prepare"}), 0, 1),
     (frozenset({"launcher"}), 0, 1),
     (frozenset({"job-xml"}), 0, None),
     (frozenset({"configuration"}), 0, 1),
-    (frozenset({"main-class"}), 1, 1),
-    (frozenset({"java-opts", "java-opt"}), 0, None),
-    (frozenset({"arg"}), 0, None),
+]
+_TAIL: list[Group] = [
     (frozenset({"file"}), 0, None),
     (frozenset({"archive"}), 0, None),
     (frozenset({"capture-output"}), 0, 1),
 ]
+_JAVA: list[Group] = [
+    *_HEAD,
+    (frozenset({"main-class"}), 1, 1),
+    (frozenset({"java-opts", "java-opt"}), 0, None),
+    (frozenset({"arg"}), 0, None),
+    *_TAIL,
+]
 _SHELL: list[Group] = [
-    (frozenset({"job-tracker", "resource-manager"}), 0, 1),
-    (frozenset({"name-node"}), 0, 1),
-    (frozenset({"prepare"}), 0, 1),
-    (frozenset({"launcher"}), 0, 1),
-    (frozenset({"job-xml"}), 0, None),
-    (frozenset({"configuration"}), 0, 1),
+    *_HEAD,
     (frozenset({"exec"}), 1, 1),
     (frozenset({"argument"}), 0, None),
     (frozenset({"env-var"}), 0, None),
-    (frozenset({"file"}), 0, None),
-    (frozenset({"archive"}), 0, None),
-    (frozenset({"capture-output"}), 0, 1),
+    *_TAIL,
 ]
 _APP: list[Group] = [
     (frozenset({"parameters"}), 0, 1),

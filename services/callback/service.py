@@ -17,9 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
-from services.workflow_manager.service import health
 from shared.events import EventType
-from shared.runtime import Context
+from shared.runtime import Context, health
 from shared.states import ACTION_TRANSITIONS, ActionState, WorkflowState
 from shared.store.transitions import transition
 from shared.ticker import Ticker, cancel_all, forever

@@ -20,6 +20,7 @@ import uuid
 from pymongo.errors import DuplicateKeyError
 
 from shared.decision import Candidate, SimplifiedHistory, get_algorithm
+from shared.decision.budget import bytes_to_free
 from shared.events import Event, EventType, Subject
 from shared.runtime import Context
 from shared.states import DATASET_TRANSITIONS, DatasetState
@@ -97,9 +98,9 @@ class DecisionService:
             return False
         capacity = self.settings.capacity_bytes
         used = await self.usage()
-        if used <= self.settings.threshold * capacity:
+        to_free = bytes_to_free(used, capacity, self.settings.threshold, self.settings.target)
+        if not to_free:
             return False
-        to_free = int(used - self.settings.target * capacity)
         candidates = [
             Candidate(
                 d["_id"],

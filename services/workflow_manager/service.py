@@ -15,7 +15,7 @@ from services.workflow_manager import openapi
 from services.workflow_manager.submission import resolve_paths, submit, undo
 from services.workflow_manager.views import action_view, dataset_view, timeline, workflow_view
 from shared.events import Event
-from shared.runtime import Context
+from shared.runtime import Context, health
 from shared.states import ACTION_TERMINAL, ActionState, DatasetState, WorkflowState
 from shared.store import history
 from shared.ticker import Ticker, cancel_all, forever
@@ -48,10 +48,6 @@ async def json_errors(request: web.Request, handler) -> web.StreamResponse:
             raise
         messages = {413: f"request body too large (limit {request.app[MAX_BODY]} bytes)"}
         return error(exc.status, messages.get(exc.status, exc.reason))
-
-
-async def health(_: web.Request) -> web.Response:
-    return web.json_response({"ok": True})
 
 
 class WorkflowManager:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from shared.states import ACTION_TERMINAL, WORKFLOW_TRANSITIONS, ActionState, WorkflowState
@@ -32,8 +33,6 @@ async def settle(store: Store, workflow_id: str, by: str) -> dict[str, Any] | No
     final = derive(actions, bool(wf.get("kill_requested")))
     if final is None:
         return None
-    import time
-
     return await transition(
         store.workflows,
         WORKFLOW_TRANSITIONS,
