@@ -11,56 +11,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def get(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return json.loads(r.read())
+from devserver import dev_server, get
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--length", type=int, default=50)
     args = ap.parse_args()
-    port = free_port()
-    data = Path(tempfile.mkdtemp(prefix="pingo-bench-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PINGO_")}
-    env.update(
-        PINGO_DATA_DIR=str(data), PINGO_EMBEDDED_MONGO_PORT=str(free_port()), PINGO_CALLBACK_PORT=str(free_port())
-    )
-    log = open(data / "dev.log", "wb")
-    dev = subprocess.Popen(
-        [sys.executable, "-m", "pingo.cli", "dev", "--port", str(port)], cwd=ROOT, env=env, stdout=log, stderr=log
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                get(f"{base}/healthz")
-                break
-            except OSError:
-                if time.time() > deadline or dev.poll() is not None:
-                    sys.exit(f"pingo dev did not start; see {data / 'dev.log'}")
-                time.sleep(0.2)
+    with dev_server() as (base, _):
         tag = f"{time.time():.0f}"
         actions = [
             {
@@ -102,9 +65,6 @@ def main() -> None:
             f"p90 {q[-1] * 1000:.0f} ms, max {waits[-1] * 1000:.0f} ms, min {waits[0] * 1000:.0f} ms"
         )
         print(f"whole chain: {time.time() - t0:.1f} s wall")
-    finally:
-        dev.send_signal(signal.SIGTERM)
-        dev.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ async def main() -> None:
     embedded = None
     url = os.environ.get("PINGO_MONGO_URL")
     if url is None:
-        embedded = EmbeddedMongo(Path(tempfile.mkdtemp(prefix="pingo-histbench-")), 27990)
+        embedded = EmbeddedMongo(Path(tempfile.mkdtemp(prefix="pingo-histbench-")))
         url = await embedded.start()
     try:
         header = ("history", "resolution", "buckets", "from buckets", "from raw actions", "ratio")

@@ -1,5 +1,5 @@
-"""``pingo evaluate`` and ``pingo whatif``. Arguments are declared here without importing
-numpy or matplotlib, so that other ``pingo`` commands stay quick to start."""
+"""``pingo evaluate`` and ``pingo whatif``: each parses its own arguments (``pingo`` hands
+them over untouched) and imports numpy, matplotlib and the simulator only once it runs."""
 
 from __future__ import annotations
 
@@ -34,6 +34,22 @@ def add_whatif_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=float, help="decision threshold (default PINGO_THRESHOLD)")
     p.add_argument("--target", type=float, help="decision target (default PINGO_TARGET)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def main_evaluate(argv: list[str] | None = None, prog: str = "pingo evaluate") -> int:
+    p = argparse.ArgumentParser(
+        prog=prog, description="Thesis section 4.2 on the simulator: CSV and plots of every algorithm."
+    )
+    add_evaluate_arguments(p)
+    return run_evaluate(p.parse_args(argv))
+
+
+def main_whatif(argv: list[str] | None = None, prog: str = "pingo whatif") -> int:
+    p = argparse.ArgumentParser(
+        prog=prog, description="Replay this installation's recorded history under other algorithms and capacities."
+    )
+    add_whatif_arguments(p)
+    return run_whatif(p.parse_args(argv))
 
 
 def _fail(message: str) -> int:
@@ -177,7 +193,7 @@ def run_whatif(args: argparse.Namespace) -> int:
             )
         )
     else:
-        from pingo.cli import human
+        from pingo.display import human
 
         print(render(report, human))
     return 0

@@ -24,6 +24,7 @@ from shared.config import Settings
 from shared.decision import REGISTRY, get_algorithm
 from shared.store import Store, connect
 from shared.store.embedded import EmbeddedMongo
+from shared.store.workflows import definitions
 
 
 @dataclass
@@ -63,8 +64,13 @@ def _mean(values: list[float]) -> float | None:
 
 async def load_recorded(store: Store, since: float | None = None) -> Recorded:
     query: dict[str, Any] = {"created_at": {"$gte": since}} if since is not None else {}
-    docs = [w async for w in store.workflows.find(query, {"definition": 1, "created_at": 1, "state": 1, "name": 1})]
+    docs = [w async for w in store.workflows.find(query, {"created_at": 1, "state": 1, "name": 1})]
     docs.sort(key=lambda w: (w.get("created_at") or 0.0, w["_id"]))
+    succeeded = [w["_id"] for w in docs if w.get("state") == "SUCCEEDED"]
+    bodies = {d["_id"]: d["body"] async for d in definitions(store).find({"_id": {"$in": succeeded}}, {"body": 1})}
+    for w in docs:
+        if w["_id"] in bodies:
+            w["definition"] = bodies[w["_id"]]
     skipped: dict[str, int] = defaultdict(int)
     kept = []
     for w in docs:
@@ -186,7 +192,7 @@ async def what_if(
     embedded = None
     url = settings.mongo_url
     if url is None:
-        embedded = EmbeddedMongo(settings.data_dir, settings.embedded_mongo_port)
+        embedded = EmbeddedMongo(settings.data_dir)
         url = await embedded.start()
     try:
         store = await connect(url, settings.mongo_db, indexes=False)

@@ -4,26 +4,53 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import os
 import sys
 import time
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pingo.client import ApiError, Client
-from pingo.display import DONE, LiveView, progress_key, render_dag, render_progress
+from pingo.display import human, render_dag, render_progress, watch
+
+# This module is the command line and nothing else: no other module imports it. Building
+# the parser imports neither the services nor the optional packages; each command imports
+# what it needs when it runs.
 
 DEFAULT_URL = os.environ.get("PINGO_URL", "http://127.0.0.1:8080")
-TERMINAL = {"SUCCEEDED", "FAILED", "KILLED"}
+
+# Commands owned by another package, which parses their arguments (``pingo`` hands them
+# over untouched) and runs them: name -> (module, function(argv, prog) -> exit code, help).
+# The package is imported only when its command runs, so every other command works in an
+# installation without it: the service image leaves out the Hadoop emulator.
+ELSEWHERE = {
+    "emulate-hadoop": (
+        "hadoop_emulator.cli",
+        "main",
+        "run an emulated Oozie + WebHDFS (NameNode, DataNode) over a local dir",
+    ),
+    "evaluate": (
+        "evaluation.cli",
+        "main_evaluate",
+        "thesis section 4.2 on the simulator: CSV and plots of every algorithm",
+    ),
+    "whatif": (
+        "evaluation.cli",
+        "main_whatif",
+        "replay this installation's recorded history under other algorithms/capacities",
+    ),
+}
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     print(f"pingo: {message}", file=sys.stderr)
     raise SystemExit(code)
 
 
-def api_error(exc: ApiError) -> None:
+def api_error(exc: ApiError) -> NoReturn:
     body = exc.body if isinstance(exc.body, dict) else {"error": str(exc.body)}
     print(f"pingo: {body.get('error', exc)}", file=sys.stderr)
     for v in body.get("violations", []):
@@ -41,19 +68,6 @@ def load_workflow(path: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         fail(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}")
-
-
-async def watch(client: Client, wf_id: str, interval: float = 0.3) -> dict[str, Any]:
-    view = LiveView()
-    started = time.time()
-    while True:
-        wf = await client.workflow(wf_id)
-        lines = render_progress(wf, started)
-        if wf["state"] in TERMINAL and all(a["state"] in DONE for a in wf["actions"]):
-            view.final(lines)
-            return wf
-        view.show(lines, progress_key(wf))
-        await asyncio.sleep(interval)
 
 
 async def cmd_submit(args: argparse.Namespace) -> int:
@@ -95,16 +109,6 @@ async def cmd_kill(args: argparse.Namespace) -> int:
             api_error(exc)
     print(f"{wf['id']} kill requested; now {wf['state']}")
     return 0
-
-
-def human(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 async def cmd_datasets(args: argparse.Namespace) -> int:
@@ -189,22 +193,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return asyncio.run(run_demo(args))
 
 
-def cmd_emulate_hadoop(args: argparse.Namespace) -> int:
-    from pingo.emulator.cli import run
+def cmd_elsewhere(args: argparse.Namespace) -> int:
+    module_name, function, _ = ELSEWHERE[args.command]
+    package = module_name.partition(".")[0]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name not in (package, module_name):
+            raise
+        fail(
+            f"{args.command}: the {package} package is not installed here"
+            + (" (the service image leaves it out)" if package == "hadoop_emulator" else "")
+        )
+    return getattr(module, function)(args.argv, f"pingo {args.command}")
 
-    return run(args)
 
+def service_names() -> list[str]:
+    """The services ``python -m services.<name>`` runs: the subpackages of ``services`` with a
+    ``__main__``. Read from the package, so that the parser imports none of them."""
+    import services
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    from evaluation.cli import run_evaluate
-
-    return run_evaluate(args)
-
-
-def cmd_whatif(args: argparse.Namespace) -> int:
-    from evaluation.cli import run_whatif
-
-    return run_whatif(args)
+    return sorted(p.name for p in resources.files(services).iterdir() if p.joinpath("__main__.py").is_file())
 
 
 def parser() -> argparse.ArgumentParser:
@@ -224,9 +233,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--log-level", default="INFO")
     d.set_defaults(run=cmd_dev)
     s = sub.add_parser("serve", help="run one service")
-    from pingo.dev import SERVICES
-
-    s.add_argument("service", choices=sorted(SERVICES))
+    s.add_argument("service", choices=service_names())
     s.add_argument("--log-level", default="INFO")
     s.set_defaults(run=cmd_serve)
     m = sub.add_parser("demo", help="start Pingo, run the bundled examples twice, show what was reused")
@@ -234,19 +241,12 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--examples", default=str(Path("examples")), help="folder of example workflows")
     m.add_argument("--keep-running", action="store_true", help="keep serving after the demo")
     m.set_defaults(run=cmd_demo)
-    h = sub.add_parser("emulate-hadoop", help="run an emulated Oozie + WebHDFS (NameNode, DataNode) over a local dir")
-    from pingo.emulator.cli import add_arguments
-
-    add_arguments(h)
-    h.set_defaults(run=cmd_emulate_hadoop)
-    from evaluation.cli import add_evaluate_arguments, add_whatif_arguments
-
-    e = sub.add_parser("evaluate", help="thesis section 4.2 on the simulator: CSV and plots of every algorithm")
-    add_evaluate_arguments(e)
-    e.set_defaults(run=cmd_evaluate)
-    w = sub.add_parser("whatif", help="replay this installation's recorded history under other algorithms/capacities")
-    add_whatif_arguments(w)
-    w.set_defaults(run=cmd_whatif)
+    for name, (_, _, help_) in ELSEWHERE.items():
+        # No options of its own (prefix_chars that no argument starts with): every argument,
+        # --help included, goes to the owning package's parser.
+        e = sub.add_parser(name, help=help_, add_help=False, prefix_chars="\0")
+        e.add_argument("argv", nargs=argparse.REMAINDER)
+        e.set_defaults(run=cmd_elsewhere)
     c = client_cmd("submit", "submit a workflow JSON file")
     c.add_argument("file")
     c.add_argument("--wait", action="store_true", help="show live progress until the workflow ends")

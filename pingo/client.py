@@ -1,7 +1,13 @@
-"""A small client of the gateway's HTTP API, for the CLI."""
+"""A small client of the gateway's HTTP API, for the CLI.
+
+The gateway only takes JSON bodies and only answers to the host names it is configured
+for (PINGO_ALLOWED_HOSTS): bodies go out with ``json=`` (``application/json``), and the
+``Host`` header is the one in the base URL, so that URL must use such a name.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aiohttp
@@ -30,7 +36,13 @@ class Client:
         assert self.session is not None
         try:
             async with self.session.request(method, self.base + path, **kwargs) as resp:
-                body = await resp.json(content_type=None) if resp.content_length != 0 else None
+                text = await resp.text()
+                try:
+                    body = json.loads(text) if text else None
+                except ValueError:
+                    # Not the gateway (a proxy's error page, another server on the port).
+                    detail = {"error": f"HTTP {resp.status} from {self.base}: {text[:300]}"}
+                    raise ApiError(resp.status, detail) from None
                 if resp.status >= 400:
                     raise ApiError(resp.status, body)
                 return body

@@ -11,9 +11,9 @@ import signal
 import time
 from pathlib import Path
 
-from pingo.cli import watch
 from pingo.client import ApiError, Client
 from pingo.dev import all_services
+from pingo.display import watch
 from shared.config import Settings
 from shared.runtime import Context, configure_logging
 

@@ -1,11 +1,16 @@
-"""What a person looks at in a terminal: live progress of a workflow, its DAG by levels."""
+"""What a person looks at in a terminal: live progress of a workflow, its DAG by levels,
+sizes in bytes."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from collections import Counter
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from pingo.client import Client
 
 GLYPH = {
     "WAITING": "·",
@@ -20,6 +25,18 @@ GLYPH = {
     "KILLED": "☠",
 }
 DONE = {"FINISHED", "REUSED", "SKIPPED", "FAILED", "KILLED"}
+TERMINAL = {"SUCCEEDED", "FAILED", "KILLED"}
+
+
+def human(n: float | None) -> str:
+    """A size in bytes as a person reads it: binary units (1 KB = 1024 B), ``-`` for unknown."""
+    if n is None:
+        return "-"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
 
 
 def levels(actions: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -109,3 +126,17 @@ class LiveView:
         else:
             self.out.write("\n".join(lines[1:]) + "\n")
             self.out.flush()
+
+
+async def watch(client: Client, wf_id: str, interval: float = 0.3) -> dict[str, Any]:
+    """Show a workflow's progress until it and every one of its actions have ended; its last state."""
+    view = LiveView()
+    started = time.time()
+    while True:
+        wf = await client.workflow(wf_id)
+        lines = render_progress(wf, started)
+        if wf["state"] in TERMINAL and all(a["state"] in DONE for a in wf["actions"]):
+            view.final(lines)
+            return wf
+        view.show(lines, progress_key(wf))
+        await asyncio.sleep(interval)

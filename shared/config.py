@@ -23,7 +23,6 @@ class Settings(BaseSettings):
 
     mongo_url: str | None = Field(None, description="MongoDB URL; unset starts the embedded nx-27017 server.")
     mongo_db: str = Field("pingo", description="Database name.")
-    embedded_mongo_port: int = Field(27018, description="Port of the embedded server (shared by local processes).")
 
     amqp_url: str | None = Field(None, description="RabbitMQ URL; unset uses the in-process bus.")
     exchange: str = Field("pingo.events", description="RabbitMQ topic exchange; queues are <exchange>.<service>.")
@@ -36,6 +35,24 @@ class Settings(BaseSettings):
         None, description="URL executors call back on; default http://<callback_host>:<callback_port>."
     )
     max_body_bytes: int = Field(1_048_576, description="Largest workflow submission accepted (413 above).")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names the gateway answers to (400 otherwise; against DNS rebinding); "
+        '"*" any, ".example.org" it and its subdomains. Default: localhost, 127.0.0.1, ::1 and '
+        "PINGO_HOST unless it is 0.0.0.0 or ::.",
+    )
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Web origins (scheme://host[:port]) that may call the gateway from a browser; "
+        "other cross-origin requests get 403. Default: none (CORS off).",
+    )
+    body_timeout: float = Field(30.0, gt=0, description="Seconds a client has to send a request body (408 after).")
+    request_store_timeout: float = Field(
+        3.0, gt=0, description="How long a gateway GET waits for a MongoDB it cannot reach, seconds (then 503)."
+    )
+    request_timeout: float = Field(
+        30.0, gt=0, description="Longest a gateway GET may spend on a slow MongoDB, seconds (then 503)."
+    )
 
     executor: Literal["local", "oozie"] = Field("local", description="Where actions run: local or oozie.")
     storage: Literal["local", "webhdfs"] = Field("local", description="Where datasets live: local or webhdfs.")

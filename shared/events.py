@@ -1,4 +1,4 @@
-"""The event envelope published on every transition (design.md section 5).
+"""The event envelope published on every transition (docs/architecture.md, "Events").
 
 Events are hints: a consumer re-reads MongoDB before acting, so a lost, repeated or
 reordered event changes nothing. The JSON Schema of ``Event`` is served at

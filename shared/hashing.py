@@ -1,4 +1,4 @@
-"""Lineage hashes (design.md section 3).
+"""Lineage hashes (docs/planning.md, "Lineage hashes").
 
 ``hash(a) = SHA-256(version || canonical(a) || parents' hashes)``. It depends on the
 action's definition and its ancestry only: not on siblings, ids, the workflow's name or

@@ -1,4 +1,4 @@
-"""What happens when the executor says an action ended (thesis section 3.5, design.md section 4).
+"""What happens when the executor says an action ended (thesis section 3.5; docs/state-machines.md, "Action").
 
 Every step is idempotent and the action's own terminal transition comes last, so a
 duplicated, reordered or late notification, or a crash half-way, is repaired by simply
@@ -8,6 +8,7 @@ re-read before acting: a notification alone never moves anything.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -18,17 +19,18 @@ from typing import Any
 from shared.bus import Bus
 from shared.events import Event, EventType, Subject
 from shared.executors.base import Executor, JobState, JobStatus
-from shared.states import ACTION_TRANSITIONS, ActionState
+from shared.states import ACTION_TRANSITIONS, DATASET_TRANSITIONS, ActionState, DatasetState
 from shared.storage import Storage
 from shared.store import Store, history
 from shared.store import datasets as ds
-from shared.store.transitions import transition
+from shared.store.transitions import transition, transition_many
 from shared.store.workflows import settle
 
 log = logging.getLogger(__name__)
 A = ActionState
-# How long one caller may take to finish an action before another may take over.
-FINISH_LEASE = 60.0
+# Kill requests sent to the executor at once when a whole workflow is killed.
+KILL_CONCURRENCY = 16
+RELEASE_CHUNK = 500
 
 
 @dataclass
@@ -38,6 +40,9 @@ class Outcomes:
     bus: Bus
     executor: Executor
     by: str
+    # How long one caller may take to finish an action before another may take over (a
+    # crashed finisher's lease expires after this): PINGO_STALE_AFTER, like every lease.
+    finish_lease: float = 60.0
 
     async def publish(self, type_: EventType, action: dict[str, Any], **payload: Any) -> None:
         await self.bus.publish(
@@ -96,7 +101,7 @@ class Outcomes:
         token = uuid.uuid4().hex
         won = await self.store.actions.find_one_and_update(
             {"_id": action["_id"], "state": {"$in": [A.SUBMITTED, A.RUNNING]}, "job_id": action["job_id"],
-             "finish_lease_at": {"$lt": now - FINISH_LEASE}},
+             "finish_lease_at": {"$lt": now - self.finish_lease}},
             {"$set": {"finish_lease_at": now, "finish_lease_by": token}},
         )  # fmt: skip
         return token if won is not None else None
@@ -232,6 +237,81 @@ class Outcomes:
             await self.release(res, reason)
             await self.publish(EventType.ACTION_KILLED, res, reason=reason)
         return res
+
+    async def kill_workflow(self, workflow_id: str) -> None:
+        """Apply a workflow's kill request, in bulk and idempotently: the gateway runs it
+        after answering, the repair sweep again if the gateway died before it finished.
+
+        Actions with no job end KILLED in one write per state and release what they held;
+        running jobs are asked to stop, and the poller (due at once) ends them KILLED."""
+        store, now = self.store, time.time()
+        batch = uuid.uuid4().hex
+
+        async def end(states: list[ActionState]) -> int:
+            return await transition_many(
+                store.actions, ACTION_TRANSITIONS, {"workflow_id": workflow_id}, A.KILLED, by=self.by, sources=states,
+                note="killed", set={"finished_at": now, "reason": "killed", "error": "killed", "kill_batch": batch},
+            )  # fmt: skip
+
+        # WAITING and READY can only move on to PROCESSING, so ending them first, then
+        # flagging what is in flight (a submitter will not submit a flagged action, and kills
+        # the job of one flagged after it submitted), then ending PROCESSING leaves no gap.
+        moved = await end([A.WAITING, A.READY])
+        for s in (A.PROCESSING, A.SUBMITTED, A.RUNNING):
+            await store.actions.update_many(
+                {"workflow_id": workflow_id, "state": str(s)}, {"$set": {"kill_requested": True, "next_poll_at": now}}
+            )
+        moved += await end([A.PROCESSING, A.READY])  # READY again: a submit error sends an action back there
+        if moved:
+            mine = {"workflow_id": workflow_id, "state": str(A.KILLED), "kill_batch": batch}
+            killed = [a async for a in store.actions.find(mine)]
+            await self.release_many(killed, "killed")
+            await history.record(store, now, failure="killed", failures=len(killed))
+            for a in killed:
+                await self.publish(EventType.ACTION_KILLED, a, reason="killed")
+        running = [
+            a
+            for s in (A.SUBMITTED, A.RUNNING)
+            async for a in store.actions.find({"workflow_id": workflow_id, "state": str(s)}, {"job_id": 1})
+            if a.get("job_id")
+        ]
+        limit = asyncio.Semaphore(KILL_CONCURRENCY)
+
+        async def stop(job_id: str) -> None:
+            async with limit:
+                try:
+                    await self.executor.kill(job_id)
+                except Exception:
+                    log.warning("asking the executor to kill %s failed; the poller asks again", job_id, exc_info=True)
+
+        await asyncio.gather(*(stop(a["job_id"]) for a in running))
+        await store.workflows.update_one({"_id": workflow_id}, {"$set": {"kill_applied": True}})
+        await self.settle(workflow_id)
+
+    async def release_many(self, actions: list[dict[str, Any]], reason: str) -> None:
+        """``release`` for many actions that have no job yet, in a few writes per thousand
+        datasets (``$in`` on ``_id`` is index-served)."""
+        held: dict[str, set[str]] = {}  # dataset -> the actions that claim or produce it
+        for a in actions:
+            for h in a.get("claims", []):
+                held.setdefault(h, set()).add(a["_id"])
+            if a.get("managed"):
+                held.setdefault(a["hash"], set()).add(a["_id"])
+        produced = sorted({a["hash"] for a in actions if a.get("managed")})
+        hashes = sorted(held)
+        for i in range(0, len(hashes), RELEASE_CHUNK):
+            chunk = hashes[i : i + RELEASE_CHUNK]
+            ids = sorted(set().union(*(held[h] for h in chunk)))
+            await self.store.datasets.update_many(
+                {"_id": {"$in": chunk}}, {"$pull": {"claims": {"$in": ids}, "producers": {"$in": ids}}}
+            )
+        for i in range(0, len(produced), RELEASE_CHUNK):
+            # A dataset nobody produces any more never existed: DELETED (as ds.abandon does one by one).
+            await transition_many(
+                self.store.datasets, DATASET_TRANSITIONS,
+                {"_id": {"$in": produced[i : i + RELEASE_CHUNK]}, "producers": {"$size": 0}}, DatasetState.DELETED,
+                by=self.by, sources=[DatasetState.TO_STORE, DatasetState.TO_LEAF], note=reason,
+            )  # fmt: skip
 
     async def settle(self, workflow_id: str) -> None:
         res = await settle(self.store, workflow_id, self.by)

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import signal
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from aiohttp import web
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
 from shared.bus import Bus, make_bus
 from shared.config import Settings
@@ -21,9 +25,51 @@ from shared.executors.factory import make_executor
 from shared.outcomes import Outcomes
 from shared.storage import Storage, make_storage
 from shared.store import Store, connect
+from shared.store.client import UNREACHABLE as STORE_UNREACHABLE
 from shared.store.embedded import EmbeddedMongo
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+# Backoff between attempts to reach the store or the broker at startup, seconds.
+REACH_INITIAL, REACH_MAX = 0.5, 5.0
+
+
+def redact(url: str | None) -> str:
+    """A URL fit for a log line: its password replaced."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url or "")
+
+
+async def until_reachable(
+    what: str, attempt: Callable[[], Awaitable[T]], transient: tuple[type[BaseException], ...]
+) -> T:
+    """``attempt()`` until it does not raise one of ``transient`` (the server is down or
+    booting), with exponential backoff and one log line per failed attempt. A service
+    started before its store or broker stays up and starts when they appear."""
+
+    def waiting(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning(
+            "waiting for %s (%s: %s); attempt %d, next in %.1f s",
+            what,
+            type(exc).__name__,
+            str(exc)[:200],
+            state.attempt_number,
+            state.next_action.sleep if state.next_action else 0.0,
+        )
+
+    tries = 0
+    async for tried in AsyncRetrying(
+        retry=retry_if_exception_type(transient),
+        wait=wait_exponential_jitter(multiplier=REACH_INITIAL, max=REACH_MAX, jitter=REACH_INITIAL),
+        before_sleep=waiting,
+        reraise=True,
+    ):
+        tries = tried.retry_state.attempt_number
+        with tried:
+            result = await attempt()
+    if tries > 1:
+        log.warning("%s reached after %d attempts", what, tries)
+    return result
 
 
 @dataclass
@@ -37,18 +83,30 @@ class Context:
     closers: list = field(default_factory=list)
 
     def outcomes(self, by: str) -> Outcomes:
-        return Outcomes(self.store, self.storage, self.bus, self.executor, by)
+        return Outcomes(self.store, self.storage, self.bus, self.executor, by, self.settings.stale_after)
 
     @classmethod
     async def open(cls, settings: Settings) -> Context:
+        """Connect to the store, then the broker, waiting (with backoff, logging what it
+        waits for) while either cannot be reached yet."""
         embedded = None
-        url = settings.mongo_url
-        if url is None:
-            embedded = EmbeddedMongo(settings.data_dir, settings.embedded_mongo_port)
-            url = await embedded.start()
-        store = await connect(url, settings.mongo_db)
-        bus = make_bus(settings)
-        await bus.start()
+        store: Store | None = None
+        try:
+            url = settings.mongo_url
+            if url is None:
+                embedded = EmbeddedMongo(settings.data_dir)
+                url = await embedded.start()
+            store = await until_reachable(
+                f"the store at {redact(url)}", lambda: connect(url, settings.mongo_db), STORE_UNREACHABLE
+            )
+            bus = make_bus(settings)
+            await until_reachable(f"the broker at {redact(settings.amqp_url)}", bus.start, bus.unreachable)
+        except BaseException:
+            if store is not None:
+                await store.close()
+            if embedded is not None:
+                embedded.stop()
+            raise
         return cls(settings, store, bus, make_storage(settings), make_executor(settings), embedded)
 
     async def close(self) -> None:
@@ -75,21 +133,58 @@ class Service(Protocol):
     async def stop(self) -> None: ...
 
 
+class Throttle(logging.Filter):
+    """One record per message template per ``period`` seconds. The AMQP client logs each
+    failed reconnection attempt (every second, per connection) during a broker outage."""
+
+    def __init__(self, period: float = 30.0) -> None:
+        super().__init__()
+        self.period = period
+        self._seen: dict[tuple[str, str], tuple[float, int]] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, str(record.msg))
+        now = time.monotonic()
+        last, suppressed = self._seen.get(key, (-self.period, 0))
+        if now - last < self.period:
+            self._seen[key] = (last, suppressed + 1)
+            return False
+        self._seen[key] = (now, 0)
+        if suppressed:
+            record.msg = f"{record.msg} [and {suppressed} more like it in {self.period:.0f} s]"
+        return True
+
+
 def configure_logging(level: str = "INFO") -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("aio_pika").setLevel(logging.WARNING)
     logging.getLogger("aiormq").setLevel(logging.WARNING)
+    throttle = Throttle()
+    for name in ("aiormq.connection", "aio_pika.robust_connection", "aio_pika.tools"):
+        logging.getLogger(name).addFilter(throttle)
 
 
 async def serve(services_of, settings: Settings | None = None) -> None:
     """Open a context, start the given services on it and run until SIGINT/SIGTERM."""
     settings = settings or Settings()
-    ctx = await Context.open(settings)
-    services = services_of(ctx)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    # Opening may wait long for the store and the broker: a signal meanwhile ends it cleanly.
+    opening = asyncio.create_task(Context.open(settings))
+    stopped = asyncio.create_task(stop.wait())
+    await asyncio.wait({opening, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if not opening.done():
+        opening.cancel()
+        result = (await asyncio.gather(opening, return_exceptions=True))[0]
+        if isinstance(result, Context):
+            await result.close()
+        log.info("stopped before the store and the broker could be reached")
+        return
+    ctx = opening.result()
+    services = services_of(ctx)
     try:
         for s in services:
             await s.start()
@@ -101,6 +196,15 @@ async def serve(services_of, settings: Settings | None = None) -> None:
         await ctx.close()
 
 
-def run_service(factory) -> None:
+def run_service(factory, argv: list[str] | None = None) -> None:
+    """``python -m services.<name>``: run one service until SIGINT/SIGTERM. It takes no
+    arguments (``--help`` says so and exits); every setting is a ``PINGO_*`` variable."""
+    import argparse
+
+    argparse.ArgumentParser(
+        prog=f"python -m services.{factory.name}",
+        description=f"Run Pingo's {factory.name} service until SIGINT/SIGTERM. Every setting is a PINGO_* "
+        "environment variable (shared/config.py).",
+    ).parse_args(argv)
     configure_logging()
     asyncio.run(serve(lambda ctx: [factory(ctx)]))

@@ -6,6 +6,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from pymongo.errors import ConnectionFailure
+
 log = logging.getLogger(__name__)
 
 
@@ -26,16 +28,38 @@ class Ticker:
         self._event.clear()
 
 
+# Failures that mean the store (or another server) is unreachable for now, not a bug:
+# logged as one line, without a traceback.
+OUTAGE: tuple[type[BaseException], ...] = (ConnectionFailure, ConnectionError, TimeoutError)
+
+
 async def forever(name: str, step: Callable[[], Awaitable[bool]], ticker: Ticker) -> None:
-    """Run ``step`` again at once while it says there is more to do, else after the ticker."""
+    """Run ``step`` again at once while it says there is more to do, else after the ticker.
+
+    A failing step never ends the loop: it is retried after the ticker. The first failure
+    of a kind is logged with its traceback (one line if it is an outage), repeats of the
+    same failure as one line per tick, and the recovery once.
+    """
+    failures = 0
+    last = ""
     while True:
         try:
             more = await step()
         except asyncio.CancelledError:
             raise
-        except Exception:
-            log.exception("%s: step failed; retrying after the timer", name)
+        except Exception as exc:
+            failures += 1
+            kind = f"{type(exc).__name__}: {str(exc)[:300]}"
+            if isinstance(exc, OUTAGE) or kind == last:
+                log.warning("%s: step failed (%s); retrying after the timer [%d in a row]", name, kind, failures)
+            else:
+                log.exception("%s: step failed; retrying after the timer", name)
+            last = kind
             more = False
+        else:
+            if failures:
+                log.warning("%s: working again after %d failed step(s)", name, failures)
+                failures, last = 0, ""
         if not more:
             await ticker.wait()
 

@@ -1,12 +1,21 @@
-"""The workflow definition language (design.md section 2): parsing and validation.
+"""The workflow definition language (docs/planning.md, "The workflow definition"): parsing and validation.
 
 Both accepted formats are turned into one normalized ``WorkflowSpec``. Validation never
 stops at the first problem: it returns every violation with where it is, so a user fixes
 a workflow in one round trip.
+
+An accepted body is stored as it came (a BSON document) and its strings reach process
+launchers, so the body as a whole must also be storable and launchable: it nests at most
+``MAX_DEPTH`` levels; no key or string holds NUL (a C string terminator: BSON keys, argv,
+environment) or a lone surrogate (not encodable as UTF-8); every integer fits a signed
+64-bit integer; every number is finite.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from enum import StrEnum
 from pathlib import PurePosixPath
 from typing import Any
@@ -15,6 +24,10 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 ActionId = int | str
+
+MAX_DEPTH = 64  # objects and arrays inside each other; MongoDB refuses documents past 100
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_REPORTED = 100  # document violations listed in one answer: the rest would only repeat them
 
 
 class ActionType(StrEnum):
@@ -178,6 +191,110 @@ def _is_clean_path(value: str) -> bool:
     return ".." not in p.parts and "\x00" not in value
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _key_loc(parent: str, key: str) -> str:
+    """``parent.key``, or ``parent["k e y"]`` (JSON-escaped, ASCII) for keys that are not plain names."""
+    if _NAME.fullmatch(key):
+        return f"{parent}.{key}" if parent else key
+    return f"{parent}[{_json_text(key)}]" if parent else f"$[{_json_text(key)}]"
+
+
+def _json_text(value: str) -> str:
+    """A string as an ASCII JSON literal: safe to put in a message whatever it holds."""
+    return json.dumps(value)
+
+
+def _string_problem(value: str) -> str | None:
+    if "\x00" in value:
+        return "NUL characters are not allowed"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "lone surrogates (unpaired \\ud800-\\udfff escapes) are not allowed: the text is not valid Unicode"
+    return None
+
+
+def too_deep(body: Any) -> Violation | None:
+    """Where ``body`` first nests deeper than ``MAX_DEPTH`` containers, if it does.
+
+    Iterative, so that it is safe on anything ``json.loads`` accepted."""
+    stack: list[tuple[Any, str, int]] = [(body, "$", 1)]
+    while stack:
+        value, loc, depth = stack.pop()
+        if not isinstance(value, dict | list):
+            continue
+        if depth > MAX_DEPTH:
+            return Violation(loc=loc, message=f"nested deeper than {MAX_DEPTH} levels of objects and arrays")
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for k, v in items:
+            if isinstance(v, dict | list):
+                child = f"{loc}[{k}]" if isinstance(k, int) else _key_loc("" if loc == "$" else loc, str(k))
+                stack.append((v, child, depth + 1))
+    return None
+
+
+def document_violations(body: Any) -> list[Violation]:
+    """Everything that would stop ``body`` from being stored as BSON or passed to a process:
+    NUL or lone surrogates in keys and strings, integers outside int64, non-finite numbers
+    (``1e999`` parses as infinity). At most ``MAX_REPORTED``, in document order. Iterative:
+    safe at any depth, though ``parse_workflow`` refuses bodies deeper than ``MAX_DEPTH`` first."""
+    out: list[Violation] = []
+    stack: list[tuple[Any, str]] = [(body, "")]
+    while stack and len(out) < MAX_REPORTED:
+        value, loc = stack.pop()
+        where = loc or "$"
+        if isinstance(value, dict):
+            children = []
+            for k, v in value.items():
+                child = _key_loc(loc, k)
+                if problem := _string_problem(k):
+                    out.append(_located(body, child, f"key {_json_text(k)}: {problem}"))
+                children.append((v, child))
+            stack.extend(reversed(children))
+        elif isinstance(value, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(value))))
+        elif isinstance(value, str):
+            if problem := _string_problem(value):
+                out.append(_located(body, where, problem))
+        elif isinstance(value, bool):
+            continue
+        elif isinstance(value, int):
+            if not INT64_MIN <= value <= INT64_MAX:
+                out.append(_located(body, where, "integers must fit a signed 64-bit integer (-2^63 to 2^63-1)"))
+        elif isinstance(value, float) and not math.isfinite(value):
+            out.append(_located(body, where, "numbers must be finite"))
+    return out
+
+
+_ACTION_LOC = re.compile(r"actions\[(\d+)\](?:\.([A-Za-z_][A-Za-z0-9_]*))?")
+
+
+def _located(body: Any, loc: str, message: str) -> Violation:
+    """A violation at ``loc``, with the action id and field when it is inside an action."""
+    m = _ACTION_LOC.match(loc)
+    if not m:
+        field = _NAME.match(loc)
+        return Violation(loc=loc, field=field.group(0) if field else None, message=message)
+    raw = body["actions"][int(m.group(1))] if isinstance(body, dict) else None
+    return Violation(loc=loc, actionId=_id_hint(raw), field=m.group(2), message=message)
+
+
+def _id_hint(raw: Any) -> ActionId | None:
+    """The id an action was given, when it is a usable one: violations name their action by it."""
+    if not isinstance(raw, dict):
+        return None
+    value = raw.get("id", raw.get("actionId"))
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        return None
+    if isinstance(value, str) and _string_problem(value):
+        return None
+    return value
+
+
 def parse_workflow(
     body: Any, parsed: list[tuple[int, ActionSpec]] | None = None
 ) -> tuple[WorkflowSpec | None, list[Violation]]:
@@ -185,9 +302,14 @@ def parse_workflow(
 
     ``parsed``, if given, receives every action that parsed on its own, with its position,
     so that checks against the installation can report on them in the same response."""
-    violations: list[Violation] = []
+    if (deep := too_deep(body)) is not None:
+        return None, [deep]
+    violations = document_violations(body)
+    # An action with a string that cannot be stored or launched is not handed on to the
+    # installation checks (paths, executor): they would stumble on it.
+    tainted = {int(m.group(1)) for v in violations if (m := _ACTION_LOC.match(v.loc))}
     if not isinstance(body, dict):
-        return None, [Violation(loc="$", message="a workflow must be a JSON object")]
+        return None, [*violations, Violation(loc="$", message="a workflow must be a JSON object")]
     name = body.get("name", "workflow")
     if not isinstance(name, str) or not name.strip():
         violations.append(Violation(loc="name", field="name", message="name must be a non-empty string"))
@@ -205,22 +327,28 @@ def parse_workflow(
         if action is not None:
             actions.append(action)
             positions.append(i)
-            if parsed is not None:
+            if parsed is not None and i not in tainted:
                 parsed.append((i, action))
 
+    # Stored actions are named "<workflow>.<id>": 1 and "1" would be one document, so they
+    # are one id here too.
     seen: dict[ActionId, int] = {}
+    named: dict[str, tuple[ActionId, int]] = {}
     for i, a in zip(positions, actions, strict=True):
-        if a.id in seen:
+        if str(a.id) in named:
+            other, j = named[str(a.id)]
+            same = "" if other == a.id else f": {json.dumps(other)} and {json.dumps(a.id)} name the same action"
             violations.append(
                 Violation(
                     loc=f"actions[{i}].id",
                     actionId=a.id,
                     field="id",
-                    message=f"duplicate action id {a.id!r} (also at actions[{seen[a.id]}])",
+                    message=f"duplicate action id {a.id!r} (also at actions[{j}]){same}",
                 )
             )
         else:
             seen[a.id] = i
+            named[str(a.id)] = (a.id, i)
 
     refs: dict[str, Any] = {"startActionId": body.get("startActionId"), "endActionId": body.get("endActionId")}
     for field, ref in refs.items():
@@ -275,13 +403,33 @@ def parse_workflow(
     return WorkflowSpec(name=name.strip(), startActionId=start, endActionId=end, actions=actions), []
 
 
+def _configuration_problems(conf: list[_RawParam] | dict[str, Any], atype: ActionType) -> list[tuple[str, str]]:
+    """(location, message) of each unusable configuration key. Configuration parameters are
+    named: ``-Dkey=value`` (COMMAND_LINE), an environment variable (SHELL), a Hadoop property
+    (MAP_REDUCE). A name must be non-empty and hold no ``=``, which would move the split
+    between name and value. (NUL is refused everywhere, by ``document_violations``.)"""
+    field = "configurationParameters"
+    if isinstance(conf, dict):
+        keys = [(_key_loc(field, k), k) for k in conf]
+    else:
+        keys = [(f"{field}[{j}].key", p.key) for j, p in enumerate(conf)]
+    names = {ActionType.COMMAND_LINE: "a Java system property", ActionType.SHELL: "an environment variable"}
+    out = []
+    for where, key in keys:
+        if key is None or not key.strip():
+            what = names.get(atype, "a Hadoop property")
+            out.append((where, f"a configuration parameter needs a key: it names {what}"))
+        elif "=" in key:
+            out.append((where, f"a configuration parameter key must not contain '=' (key {_json_text(key)})"))
+    return out
+
+
 def _parse_action(i: int, raw: Any, violations: list[Violation]) -> ActionSpec | None:
     where = f"actions[{i}]"
     if not isinstance(raw, dict):
         violations.append(Violation(loc=where, message="an action must be a JSON object"))
         return None
-    action_id = raw.get("id", raw.get("actionId"))
-    hint = action_id if isinstance(action_id, int | str) and not isinstance(action_id, bool) else None
+    hint = _id_hint(raw)
     before = len(violations)
     try:
         r = _RawAction.model_validate(raw)
@@ -332,6 +480,11 @@ def _parse_action(i: int, raw: Any, violations: list[Violation]) -> ActionSpec |
             bad(field, f"{field} must not contain '..' or NUL")
     if len(violations) > before or ident is None or atype is None:
         return None
+    # Not a reason to drop the action: its children would then report a missing parent.
+    for loc, message in _configuration_problems(r.configurationParameters, atype):
+        violations.append(
+            Violation(loc=f"{where}.{loc}", actionId=hint, field="configurationParameters", message=message)
+        )
     return ActionSpec(
         id=ident,
         name=r.name.strip(),

@@ -332,3 +332,15 @@ async def processes(settings: Settings, amqp_url: str, tmp_path: Path):
     await system.start_all()
     yield system
     await system.stop_all()
+
+
+@pytest.fixture
+def rabbit_node(tmp_path_factory: pytest.TempPathFactory):
+    """A private RabbitMQ node (tests/brokers.py) that the test may stop, kill and start
+    again; the shared broker on 5672 is never touched."""
+    from tests.brokers import RabbitNode
+
+    node = RabbitNode(tmp_path_factory.mktemp("rabbit"))
+    node.start()
+    yield node
+    node.stop(kill=True)

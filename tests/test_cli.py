@@ -37,7 +37,6 @@ def dev(tmp_path: Path):
     port = free_port()
     env.update(
         PINGO_DATA_DIR=str(tmp_path / "data"),
-        PINGO_EMBEDDED_MONGO_PORT=str(free_port()),
         PINGO_CALLBACK_PORT=str(free_port()),
         PINGO_SCRAPE_INTERVAL="0.5",
         PINGO_POLL_INTERVAL="0.5",

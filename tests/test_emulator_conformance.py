@@ -1,8 +1,8 @@
-"""Conformance of the Hadoop emulator (``pingo emulate-hadoop``) to
-/work/shared/docs/oozie-webhdfs-protocol.md, checklist E.3: status codes, headers, JSON
-key sets, the CREATE redirect, false-not-error semantics, the external-id lookup,
-show=status v1 vs v2, silent no-ops, the notification retry rule, every fault knob, and
-java and shell actions that really run.
+"""Conformance of the Hadoop emulator (``hadoop_emulator``, ``pingo emulate-hadoop``) to the
+protocol in docs/hadoop-protocol.md and the surface in docs/emulator.md: status codes,
+headers, JSON key sets, the CREATE redirect, false-not-error semantics, the external-id
+lookup, show=status v1 vs v2, silent no-ops, the notification retry rule, every fault knob,
+and java and shell actions that really run.
 
 Every test starts its own emulator in process on free ports. Waits poll with deadlines.
 """
@@ -28,13 +28,13 @@ import pytest
 from aiohttp import web
 from yarl import URL
 
-from pingo.emulator import start_emulator
-from pingo.emulator.server import Emulator
+from hadoop_emulator import start_emulator
+from hadoop_emulator.server import Emulator
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = ROOT / "examples" / "jobs"
 TERMINAL = {"SUCCEEDED", "KILLED", "FAILED"}
-# A.5: every key WorkflowJobBean / WorkflowActionBean.toJSONObject emits.
+# Every key WorkflowJobBean / WorkflowActionBean.toJSONObject emits (docs/hadoop-protocol.md, "Job information").
 JOB_KEYS = {
     "id", "appName", "appPath", "externalId", "parentId", "conf", "status", "lastModTime", "createdTime",
     "startTime", "endTime", "user", "group", "acl", "run", "consoleUrl", "actions", "toString",

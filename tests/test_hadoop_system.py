@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pingo.emulator import start_emulator
+from hadoop_emulator import start_emulator
 from shared.store.transitions import decode
 from tests.conftest import JOBS, Processes, make_settings
 

@@ -1,4 +1,4 @@
-"""Lineage hashes (design.md section 3) over what the parser makes of a submitted workflow.
+"""Lineage hashes (docs/planning.md, "Lineage hashes") over what the parser makes of a submitted workflow.
 
 Two actions are equivalent (their output reusable) exactly when their hashes match, so
 the hash must follow the computation and its ancestry, and nothing else.

@@ -186,3 +186,184 @@ async def test_replacing_a_jar_recomputes_that_action_and_its_descendants_only(s
     before = {a["localId"]: a["hash"] for a in first["actions"]}
     after = {a["localId"]: a["hash"] for a in changed["actions"]}
     assert [k for k in before if before[k] != after[k]] == [1, 2, 4]
+
+
+@pytest.fixture
+async def notifications():
+    """A real HTTP endpoint standing in for the callback service: the notifications it got."""
+    from aiohttp import web
+
+    got: list[dict[str, str]] = []
+
+    async def record(request: web.Request) -> web.Response:
+        got.append(dict(request.query))
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_get("/callback/{action_id}", record)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}/callback/a?secret=s3cret&jobId=$jobId&status=$status", got
+    await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "configuration", "reason"),
+    [
+        (["nul\0inside", "out"], {}, "null byte"),
+        (["out"], {"PINGO_X": "nul\0inside"}, "null byte"),
+        (["out"], {"A=B": "x"}, "environment variable"),
+        (["out"], {"NUL\0KEY": "x"}, "null byte"),
+    ],
+    ids=["argv-nul", "env-value-nul", "env-key-equals", "env-key-nul"],
+)
+async def test_a_job_that_cannot_be_launched_fails_at_once_with_its_reason(
+    tmp_path: Path, notifications, arguments: list[str], configuration: dict[str, str], reason: str
+) -> None:
+    """Submitted straight to the executor (no validation in front): the supervisor reports
+    the launch error as the job's FAILED status and notifies, instead of dying silently
+    and leaving the job PREP until its heartbeat times out."""
+    import asyncio
+
+    from shared.executors.base import JobRequest, JobState
+    from shared.executors.local import LocalExecutor
+
+    url, got = notifications
+    executor = LocalExecutor(tmp_path / "jobs")
+    job = JobRequest(
+        action_id="wf-bad.1", external_id="wf-bad.1#1", type="SHELL", name="bad", action_folder=str(JOBS),
+        main_class=None, command=["python3", "synth.py"], arguments=arguments, configuration=configuration,
+        notify_url=url,
+    )  # fmt: skip
+    job_id = await executor.submit(job)
+    async with asyncio.timeout(5):
+        while (st := await executor.status(job_id)).state in (JobState.PREP, JobState.RUNNING):
+            await asyncio.sleep(0.05)
+    assert st.state == JobState.FAILED
+    assert "could not start 'python3'" in st.error and reason in st.error
+    async with asyncio.timeout(5):
+        while not got:
+            await asyncio.sleep(0.05)
+    assert got == [{"secret": "s3cret", "jobId": job_id, "status": "FAILED"}]
+    await executor.close()
+
+
+async def test_look_alike_external_ids_get_their_own_jobs(tmp_path: Path) -> None:
+    """Ids that differ only in characters a folder name cannot hold never share a job."""
+    from shared.executors.local import LocalExecutor, job_name
+    from shared.storage.local import LocalStorage
+
+    ids = ["wf-s.a b", "wf-s.a_b", "wf-s.x#1", "wf-s.x_1", "wf-s." + "y" * 300, "wf-s." + "y" * 301]
+    externals = [f"{i}#1" for i in ids]
+    assert len({job_name(e) for e in externals}) == len(externals)
+    assert all(len(job_name(e)) < 100 for e in externals)
+    # The attempt paths of two actions computing the same dataset (same lineage hash) too.
+    storage = LocalStorage(tmp_path / "datasets")
+    final = str(tmp_path / "datasets" / ("h" * 64))
+    attempts = {storage.attempt_path(final, i, 1) for i in ids}
+    assert len(attempts) == len(ids) and all(len(Path(p).name) < 200 for p in attempts)
+    # A retried submit finds the job its first try made, from another executor instance too.
+    executor = LocalExecutor(tmp_path / "jobs")
+    (tmp_path / "jobs" / job_name("wf-s.a b#1")).mkdir()
+    assert await executor.find("wf-s.a b#1") == job_name("wf-s.a b#1")
+    assert await executor.find("wf-s.a_b#1") is None
+    # A job made by an earlier version (name without digest) is found only by its own id.
+    legacy = tmp_path / "jobs" / "wf-s.x_1_1"
+    legacy.mkdir()
+    (legacy / "request.json").write_text('{"external_id": "wf-s.x#1#1"}')
+    assert await executor.find("wf-s.x#1#1") == "wf-s.x_1_1"
+    assert await executor.find("wf-s.x_1#1") is None
+
+
+async def test_actions_whose_ids_look_alike_both_run(system: Api) -> None:
+    """Local ids "a b" and "a_b" (and "x#1" and "x_1") used to map to one job folder: one
+    command never ran and its action failed with "output does not exist"."""
+    wf = await system.run(
+        {
+            "name": "look-alike",
+            "actions": [
+                shell_action("a b", "la-space"),
+                shell_action("a_b", "la-underscore"),
+                shell_action("x#1", "la-hash"),
+                shell_action("x_1", "la-x1"),
+            ],
+        }
+    )
+    assert wf["state"] == "SUCCEEDED", [(a["localId"], a["state"], a.get("error")) for a in wf["actions"]]
+    labels = {a["localId"]: (Path(a["outputPath"]) / "_lineage").read_text().split("\n")[0] for a in wf["actions"]}
+    assert labels == {"a b": "la-space", "a_b": "la-underscore", "x#1": "la-hash", "x_1": "la-x1"}
+    job_ids = [(await system.db.actions.find_one({"_id": a["id"]}))["job_id"] for a in wf["actions"]]
+    assert len(set(job_ids)) == 4
+
+
+async def test_a_job_outlives_the_manager_that_submitted_it_and_still_notifies(tmp_path: Path, notifications) -> None:
+    """The notification URL reaches the supervisor over a pipe, not the job folder: the
+    supervisor must still have it when the process that submitted the job is gone."""
+    import asyncio
+    import sys
+
+    from shared.executors.base import JobRequest, JobState
+    from shared.executors.local import LocalExecutor
+
+    url, got = notifications
+    job = JobRequest(
+        action_id="wf-orphan.1", external_id="wf-orphan.1#1", type="SHELL", name="orphan", action_folder=str(JOBS),
+        main_class=None, command=["python3", "synth.py"], arguments=["orphan", "1", "1", str(tmp_path / "o")],
+        configuration={}, notify_url=url,
+    )  # fmt: skip
+    manager = (
+        "import asyncio, os, sys\n"
+        "from pathlib import Path\n"
+        "from shared.executors.base import JobRequest\n"
+        "from shared.executors.local import LocalExecutor\n"
+        "async def main():\n"
+        "    job_id = await LocalExecutor(Path(sys.argv[1])).submit(JobRequest.model_validate_json(sys.argv[2]))\n"
+        "    print(job_id, flush=True)\n"
+        "    os._exit(0)  # gone at once, as a crashed action manager\n"
+        "asyncio.run(main())\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", manager, str(tmp_path / "jobs"), job.model_dump_json(),
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await proc.communicate()
+    assert proc.returncode == 0
+    job_id = out.decode().strip()
+    executor = LocalExecutor(tmp_path / "jobs")
+    async with asyncio.timeout(20):
+        while (st := await executor.status(job_id)).state in (JobState.PREP, JobState.RUNNING):
+            await asyncio.sleep(0.05)
+        assert st.state == JobState.SUCCEEDED, st.error
+        while not got:
+            await asyncio.sleep(0.05)
+    assert got == [{"secret": "s3cret", "jobId": job_id, "status": "SUCCEEDED"}]
+    assert (tmp_path / "o" / "part-00000").is_file()
+
+
+async def test_a_supervisor_that_fails_itself_reports_the_job_failed(tmp_path: Path, notifications) -> None:
+    """Any error of the supervisor's own (here a request it cannot use) ends the job FAILED
+    with the reason, and notifies: no wait for the heartbeat to time out."""
+    import asyncio
+    import json
+    import sys
+
+    from shared.executors.base import JobState
+    from shared.executors.local import PROJECT_ROOT, LocalExecutor
+
+    url, got = notifications
+    executor = LocalExecutor(tmp_path / "jobs")
+    job_dir = tmp_path / "jobs" / "broken-0000000000000000"
+    job_dir.mkdir()
+    (job_dir / "request.json").write_text(json.dumps({"argv": ["true"], "slots": "many"}))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "shared.executors.local_job", str(job_dir),
+        cwd=PROJECT_ROOT, stdin=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    async with asyncio.timeout(10):
+        await proc.communicate(url.encode())
+    st = await executor.status(job_dir.name)
+    assert st.state == JobState.FAILED and "the local job supervisor failed" in st.error
+    assert got == [{"secret": "s3cret", "jobId": job_dir.name, "status": "FAILED"}]

@@ -1,4 +1,4 @@
-"""The state machines (design.md section 4): the tables, and the one guarded write that uses them."""
+"""The state machines (docs/state-machines.md): the tables, and the one guarded write that uses them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Submission-time validation over real HTTP (design.md section 2).
+"""Submission-time validation over real HTTP (docs/planning.md, "The workflow definition").
 
 Every rejection must (a) answer 422, (b) name each problem with where it is, and
 (c) write nothing: no workflow, no action, no dataset.
@@ -301,8 +301,8 @@ async def test_path_and_support_violations_are_listed_with_the_others(system):
 
 @pytest.mark.parametrize(
     "raw",
-    [b"{not json", b'{"name": "x", "actions": [', b"", b'{"name": "\xc3\x28"}'],
-    ids=["garbage", "truncated", "empty", "not-utf8"],
+    [b"{not json", b'{"name": "x", "actions": [', b"", b'{"name": "\xc3\x28"}', b'{"name": "x", "n": NaN}'],
+    ids=["garbage", "truncated", "empty", "not-utf8", "nan"],
 )
 async def test_malformed_json_is_a_400_with_a_json_error(system, raw):
     status, out = await post(system, raw)
@@ -333,6 +333,84 @@ async def test_deeply_nested_json_is_a_400_with_a_json_error(system):
     assert status == 400, out
     assert isinstance(out, dict) and out.get("error"), out
     assert await system.counts() == NOTHING
+
+
+def nested(depth: int) -> bytes:
+    """A workflow whose first action has a field holding arrays ``depth`` levels deep in all
+    (the workflow object, its actions array and the action count as three)."""
+    action = json.dumps(shell(1)).encode()
+    inner = depth - 3
+    return b'{"name": "deep", "actions": [' + action[:-1] + b', "x": ' + b"[" * inner + b"]" * inner + b"}]}"
+
+
+async def test_a_field_nested_past_the_limit_is_a_400_saying_where(system):
+    status, out = await post(system, nested(900))
+    assert status == 400, out
+    assert "nested deeper than 64" in out["error"], out
+    (v,) = out["violations"]
+    assert v["loc"].startswith("actions[0].x[0][0]"), v
+    assert await system.counts() == NOTHING
+
+
+async def test_nesting_up_to_the_limit_is_accepted(system):
+    status, out = await post(system, nested(64))
+    assert status == 201, out
+    status, out = await post(system, nested(65))
+    assert status == 400, out
+
+
+@pytest.mark.parametrize(
+    ("raw", "loc", "words"),
+    [
+        (b'{"name": "\\ud800", "actions": [%s]}', "name", ["surrogate"]),
+        (b'{"name": "w", "actions": [%s], "x\\u0000y": 1}', '$["x\\u0000y"]', ["NUL"]),
+        (b'{"name": "w", "actions": [%s], "meta": {"\\udfff": 1}}', 'meta["\\udfff"]', ["surrogate"]),
+        (b'{"name": "w", "actions": [%s], "n": 1e999}', "n", ["finite"]),
+    ],
+    ids=["lone-surrogate-in-name", "nul-in-key", "lone-surrogate-in-key", "infinite-number"],
+)
+async def test_text_and_numbers_that_cannot_be_stored_are_rejected(system, raw, loc, words):
+    """The body is stored as BSON: its keys are C strings, its text UTF-8, its numbers finite."""
+    status, out = await post(system, raw % json.dumps(shell(1)).encode())
+    assert status == 422, out
+    says(one(out["violations"], loc), *words)
+    assert await system.counts() == NOTHING
+
+
+async def test_nul_in_an_action_key_names_the_action(system):
+    violations = await rejected(system, workflow(shell(1), {**shell(2, [1]), "x\x00": 1}))
+    says(one(violations, 'actions[1]["x\\u0000"]', actionId=2), "NUL")
+
+
+async def test_a_lone_surrogate_in_an_action_name_is_rejected(system):
+    raw = json.dumps(workflow(shell(1))).replace('"v-1"', '"v\\ud800"').encode()
+    status, out = await post(system, raw)
+    assert status == 422, out
+    says(one(out["violations"], "actions[0].name", actionId=1, field="name"), "surrogate")
+    assert await system.counts() == NOTHING
+
+
+@pytest.mark.parametrize("aid", [2**63, -(2**63) - 1, 10**30])
+async def test_action_ids_must_fit_64_bits(system, aid):
+    violations = await rejected(system, workflow(shell(aid), shell(2, [aid])))
+    says(one(violations, "actions[0].id", field="id"), "64-bit")
+    one(violations, "actions[1].parentActions[0].id")
+
+
+async def test_the_largest_64_bit_ids_are_accepted(system):
+    top, bottom = 2**63 - 1, -(2**63)
+    plan = await system.submit(workflow(shell(top), shell(bottom, [top])))
+    wf = await system.wait(plan["id"])
+    assert wf["state"] == "SUCCEEDED"
+    assert {a["localId"] for a in wf["actions"]} == {top, bottom}
+
+
+async def test_an_int_id_and_the_same_id_as_text_are_duplicates(system):
+    """Both would be the action document "<workflow>.1"."""
+    violations = await rejected(system, workflow(shell(1), shell("1")))
+    v = one(violations, "actions[1].id", actionId="1", field="id")
+    says(v, "duplicate", "actions[0]", "same action")
+    assert len(violations) == 1, violations
 
 
 @pytest.mark.parametrize("field", ["startActionId", "endActionId"])
@@ -474,3 +552,75 @@ async def test_boolean_ids_and_non_scalar_inputs_are_rejected(system) -> None:
     assert "not a boolean" in locs["actions[0].id"]
     assert "must be a string, number or boolean" in locs["actions[1].additionalInput"]
     assert await system.counts() == {"workflows": 0, "actions": 0, "datasets": 0}
+
+
+# --- what reaches a process launcher ---------------------------------------------------------------
+# argv, environment variables and -Dkey=value are C strings: NUL ends them (the launcher
+# raises); a key with "=" or no key at all is not a variable or property name.
+
+
+def conf(*pairs: tuple[str | None, str]) -> list[dict[str, str]]:
+    return [{"value": v} if k is None else {"key": k, "value": v} for k, v in pairs]
+
+
+@pytest.mark.parametrize(
+    ("action", "loc", "words"),
+    [
+        ({**shell(1), "additionalInput": [{"key": "label", "value": "a\x00b"}]}, "additionalInput[0].value", ["NUL"]),
+        ({**shell(1), "additionalInput": ["x", "a\x00b"]}, "additionalInput[1]", ["NUL"]),
+        ({**shell(1), "additionalInput": {"label": "a\x00b"}}, "additionalInput.label", ["NUL"]),
+        ({**shell(1), "command": ["python3", "synth.py\x00"]}, "command[1]", ["NUL"]),
+        ({**command_line(1), "mainClassName": "org.Main\x00"}, "mainClassName", ["NUL"]),
+        ({**shell(1), "configurationParameters": conf(("A", "1"), ("B", "x\x00"))}, "configurationParameters[1].value",
+         ["NUL"]),
+        ({**shell(1), "configurationParameters": conf(("A", "1"), ("B\x00", "x"))}, "configurationParameters[1].key",
+         ["NUL"]),
+        ({**shell(1), "configurationParameters": conf(("A", "1"), ("B=C", "x"))}, "configurationParameters[1].key",
+         ["="]),
+        ({**command_line(1), "configurationParameters": conf(("a", "1"), ("b=c", "x"))},
+         "configurationParameters[1].key", ["="]),
+        ({**command_line(1), "configurationParameters": conf(("a", "1"), ("", "x"))}, "configurationParameters[1].key",
+         ["needs a key", "Java system property"]),
+        ({**command_line(1), "configurationParameters": conf((None, "x"))}, "configurationParameters[0].key",
+         ["needs a key"]),
+        ({**shell(1), "configurationParameters": conf(("", "x"))}, "configurationParameters[0].key",
+         ["needs a key", "environment variable"]),
+        ({**shell(1), "configurationParameters": {"OK": "1", "A=B": "x"}}, 'configurationParameters["A=B"]', ["="]),
+        ({**shell(1), "configurationParameters": {"": "x"}}, 'configurationParameters[""]', ["needs a key"]),
+    ],
+    ids=[
+        "input-value-nul",
+        "input-plain-nul",
+        "input-dict-nul",
+        "command-nul",
+        "main-class-nul",
+        "conf-value-nul",
+        "conf-key-nul",
+        "shell-conf-key-equals",
+        "cl-conf-key-equals",
+        "cl-conf-key-empty",
+        "cl-conf-key-missing",
+        "shell-conf-key-empty",
+        "shell-conf-dict-key-equals",
+        "shell-conf-dict-key-empty",
+    ],
+)  # fmt: skip
+async def test_values_that_would_crash_the_launcher_are_rejected(system, action, loc, words):
+    violations = await rejected(system, workflow(action))
+    field = loc.split("[")[0].split(".")[0]
+    says(one(violations, f"actions[0].{loc}", actionId=1, field=field), *words)
+    assert len(violations) == 1, violations
+
+
+async def test_every_launcher_problem_is_listed_at_once(system):
+    body = workflow(
+        {**shell(1), "command": ["python3", "a\x00"], "configurationParameters": conf(("K=V", "1"), ("", "2"))},
+        {**command_line(2, [1]), "additionalInput": [{"key": "k", "value": "\x00"}]},
+    )
+    violations = await rejected(system, body)
+    assert {v["loc"] for v in violations} == {
+        "actions[0].command[1]",
+        "actions[0].configurationParameters[0].key",
+        "actions[0].configurationParameters[1].key",
+        "actions[1].additionalInput[0].value",
+    }, violations

@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import time
+import urllib.parse
 import uuid
 from typing import Any
 
@@ -124,7 +125,8 @@ class ActionManager:
             A.SUBMITTED,
             by=self.owner,
             sources=[A.PROCESSING],
-            where={"lease_owner": self.owner, "lease_at": action["lease_at"]},
+            # Its workflow is being killed: leave it to the kill, which ends it KILLED.
+            where={"lease_owner": self.owner, "lease_at": action["lease_at"], "kill_requested": {"$ne": True}},
             set={
                 "attempt": attempt,
                 "external_id": external_id,
@@ -184,7 +186,9 @@ class ActionManager:
 
     def notify_url(self, action: dict[str, Any]) -> str:
         base = self.settings.callback_url.rstrip("/")
-        return f"{base}/callback/{action['_id']}?secret={action['secret']}&jobId=$jobId&status=$status"
+        # An action id may hold what a URL path cannot (a space, '#'): percent-encoded.
+        path = urllib.parse.quote(action["_id"], safe="")
+        return f"{base}/callback/{path}?secret={action['secret']}&jobId=$jobId&status=$status"
 
     async def submit_failed(self, action: dict[str, Any], external_id: str, exc: Exception) -> None:
         errors = int(action.get("submit_errors", 0)) + 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import secrets
 import time
 from typing import Any
 
@@ -62,11 +63,14 @@ class CallbackService:
     async def on_callback(self, request: web.Request) -> web.Response:
         action_id = request.match_info["action_id"]
         action = await self.ctx.store.actions.find_one({"_id": action_id}, {"secret": 1})
-        if action is None:
-            return web.json_response({"error": f"unknown action {action_id!r}"}, status=404)
+        expected = action.get("secret") if action is not None else None
+        # An unknown action and a wrong secret get the same answer: it must not tell which
+        # ids exist. An action with no secret (REUSED, SKIPPED: never run) takes no callback.
+        valid = isinstance(expected, str) and expected != ""
         secret = request.query.get("secret", "")
-        if not hmac.compare_digest(secret.encode(), str(action.get("secret", "")).encode()):
-            log.warning("refused a callback for %s with a wrong secret from %s", action_id, request.remote)
+        matches = hmac.compare_digest(secret.encode(), (expected if valid else secrets.token_urlsafe(18)).encode())
+        if not (valid and matches):
+            log.warning("refused a callback for %r from %s", action_id, request.remote)
             return web.json_response({"error": "wrong secret"}, status=403)
         task = asyncio.create_task(self.confirm(action_id, request.query.get("jobId")))
         self.pending.add(task)
@@ -151,6 +155,13 @@ class CallbackService:
             )
             if res:
                 await self.outcomes.publish(EventType.ACTION_READY, res)
+        # Kills whose applier (a gateway) died before it finished: applied again, idempotently.
+        grace = time.time() - self.settings.settle_interval
+        async for wf in store.workflows.find(
+            {"state": WorkflowState.RUNNING, "kill_applied": False}, {"kill_requested_at": 1}
+        ):
+            if float(wf.get("kill_requested_at") or 0) < grace:
+                await self.outcomes.kill_workflow(wf["_id"])
         async for wf in store.workflows.find({"state": WorkflowState.RUNNING}, {"_id": 1}):
             await self.outcomes.settle(wf["_id"])
         return False

@@ -5,49 +5,66 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
-from services.workflow_manager import openapi
-from services.workflow_manager.submission import resolve_paths, submit, undo
+from services.workflow_manager import guard, openapi
+from services.workflow_manager.guard import error
+from services.workflow_manager.submission import PlanningLost, fingerprints, resolve_paths, submit, undo
 from services.workflow_manager.views import action_view, dataset_view, timeline, workflow_view
 from shared.events import Event
 from shared.runtime import Context, health
-from shared.states import ACTION_TERMINAL, ActionState, DatasetState, WorkflowState
+from shared.states import ActionState, DatasetState, WorkflowState
 from shared.store import history
 from shared.ticker import Ticker, cancel_all, forever
-from shared.workflow_spec import id_order, parse_workflow
+from shared.workflow_spec import MAX_DEPTH, id_order, parse_workflow, too_deep
 
 log = logging.getLogger(__name__)
 A, W = ActionState, WorkflowState
 BY = "workflow_manager"
-MAX_BODY = web.AppKey("max_body", int)
 
 
 def parse_time(raw: str) -> float:
+    """Unix seconds or ISO 8601 (UTC unless it says otherwise). ValueError for anything else,
+    NaN and infinities included: they would reach MongoDB as range bounds."""
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
         parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+        try:
+            value = (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+        except (OverflowError, OSError) as exc:
+            raise ValueError(raw) from exc
+    if not math.isfinite(value):
+        raise ValueError(raw)
+    return value
 
 
-def error(status: int, message: str, **extra: Any) -> web.Response:
-    return web.json_response({"error": message, **extra}, status=status)
+def bad_query(problems: list[str]) -> web.Response:
+    """400 naming every bad query parameter at once."""
+    return error(400, "; ".join(problems), problems=problems)
 
 
-@web.middleware
-async def json_errors(request: web.Request, handler) -> web.StreamResponse:
+def query_limit(request: web.Request, default: int, ceiling: int, problems: list[str]) -> int:
+    raw = request.query.get("limit")
+    if raw is None:
+        return default
     try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.content_type == "application/json":
-            raise
-        messages = {413: f"request body too large (limit {request.app[MAX_BODY]} bytes)"}
-        return error(exc.status, messages.get(exc.status, exc.reason))
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= ceiling:
+        problems.append(f"limit must be an integer from 1 to {ceiling}, not {raw!r}")
+        return default
+    return limit
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 class WorkflowManager:
@@ -59,10 +76,11 @@ class WorkflowManager:
         self.outcomes = ctx.outcomes(BY)
         self.runner: web.AppRunner | None = None
         self.tasks: list[asyncio.Task] = []
+        self.kills: set[asyncio.Task] = set()
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=self.settings.max_body_bytes, middlewares=[json_errors])
-        app[MAX_BODY] = self.settings.max_body_bytes
+        app = web.Application(client_max_size=self.settings.max_body_bytes)
+        guard.install(app, self.settings, self.ctx.store.client)  # Host/Origin/Content-Type, deadlines, JSON errors
         r = app.router
         r.add_post("/api/v1/workflows", self.post_workflow)
         r.add_get("/api/v1/workflows", self.list_workflows)
@@ -86,6 +104,7 @@ class WorkflowManager:
 
     async def stop(self) -> None:
         await cancel_all(self.tasks)
+        await cancel_all(list(self.kills))
         if self.runner is not None:
             await self.runner.cleanup()
 
@@ -96,25 +115,41 @@ class WorkflowManager:
         return web.json_response(Event.model_json_schema())
 
     async def sweep_planning(self) -> bool:
-        """Undo workflows whose planning was cut off (the process died mid-submission)."""
+        """Undo workflows whose planner died mid-submission: their planning lease (renewed
+        every ``stale_after``/4 while a planner lives) is older than ``stale_after``."""
         cutoff = time.time() - self.settings.stale_after
-        async for wf in self.ctx.store.workflows.find({"state": W.PLANNING, "created_at": {"$lt": cutoff}}, {"_id": 1}):
-            log.warning("workflow %s was left PLANNING; undoing it", wf["_id"])
-            await undo(self.ctx, wf["_id"], "planning interrupted")
+        stale = [
+            wf
+            async for wf in self.ctx.store.workflows.find(
+                {"state": W.PLANNING}, {"_id": 1, "planning_lease_at": 1, "created_at": 1}
+            )
+            if float(wf.get("planning_lease_at") or wf.get("created_at") or 0) < cutoff
+        ]
+        for wf in stale:
+            # Guarded by the lease value we judged: a planner that renewed since keeps its workflow.
+            seen = {"planning_lease_at": wf.get("planning_lease_at")}
+            if await undo(self.ctx, wf["_id"], "planning interrupted", where=seen):
+                log.warning("workflow %s was left PLANNING by a dead planner; undone", wf["_id"])
         return False
 
     async def post_workflow(self, request: web.Request) -> web.Response:
-        raw = await request.read()
+        raw = await request.read()  # already read by the guard, within the body deadline
         try:
-            body = json.loads(raw)
+            body = json.loads(raw, parse_constant=_not_json)
         except (ValueError, UnicodeDecodeError) as exc:
             return error(400, f"malformed JSON: {exc}")
         except RecursionError:
             return error(400, "malformed JSON: nested too deeply")
+        if (deep := too_deep(body)) is not None:
+            return error(400, f"malformed JSON: nested deeper than {MAX_DEPTH} levels",
+                         violations=[deep.model_dump(exclude_none=True)])  # fmt: skip
         parsed: list = []
         spec, violations = parse_workflow(body, parsed)
         paths, local = await resolve_paths(parsed, self.settings, self.ctx.storage, self.ctx.executor.supports)
         violations = [*violations, *local]
+        prints: dict = {}
+        if not violations:
+            prints, violations = await fingerprints(parsed, paths, self.ctx.storage)
         if violations:
             return web.json_response(
                 {
@@ -123,8 +158,15 @@ class WorkflowManager:
                 },
                 status=422,
             )
-        result = await submit(self.ctx, body, spec, paths)
+        try:
+            result = await submit(self.ctx, body, spec, paths, prints)
+        except PlanningLost:
+            response = error(503, "planning stalled and was abandoned; nothing was kept: submit again")
+            response.headers["Retry-After"] = "1"
+            return response
         wf, docs = result["workflow"], result["actions"]
+        if wf.get("kill_requested") and wf["state"] == W.RUNNING:
+            self.apply_kill(wf["_id"])  # killed while it was being planned
         docs.sort(key=lambda d: id_order(d["local_id"]))
         return web.json_response(
             {"id": wf["_id"], "state": wf["state"], "actions": [action_view(d, full=False) for d in docs]},
@@ -141,20 +183,14 @@ class WorkflowManager:
             q["state"] = state
         if name := request.query.get("name"):
             q["name"] = name
-        try:
-            limit = int(request.query.get("limit", "50"))
-            if not 1 <= limit <= 1000:
-                raise ValueError
-        except ValueError:
-            problems.append("limit must be an integer from 1 to 1000")
-            limit = 50
+        limit = query_limit(request, 50, 1000, problems)
         if before := request.query.get("before"):
             try:
-                q["created_at"] = {"$lt": float(before)}
+                q["created_at"] = {"$lt": parse_time(before)}
             except ValueError:
-                problems.append("before must be a Unix time")
+                problems.append(f"before must be an ISO 8601 time or Unix seconds, not {before!r}")
         if problems:
-            return error(400, "; ".join(problems))
+            return bad_query(problems)
         cursor = self.ctx.store.workflows.find(q, {"definition": 0, "history": 0}).sort("created_at", -1).limit(limit)
         return web.json_response({"workflows": [workflow_view(w) async for w in cursor]})
 
@@ -181,30 +217,34 @@ class WorkflowManager:
         return web.json_response({"id": wf["_id"], "transitions": timeline(wf, actions, datasets)})
 
     async def kill_workflow(self, request: web.Request) -> web.Response:
+        """Record the kill and answer 202 at once; the work is done in the background, in
+        bulk. Only the request that flips ``kill_requested`` starts it (repeats answer 202
+        and do nothing); a kill during planning is applied when planning ends."""
         wf_id = request.match_info["id"]
-        store = self.ctx.store
-        wf = await store.workflows.find_one_and_update(
-            {"_id": wf_id, "state": W.RUNNING}, {"$set": {"kill_requested": True}}
+        wf = await self.ctx.store.workflows.find_one_and_update(
+            {"_id": wf_id, "state": {"$in": [W.PLANNING, W.RUNNING]}},
+            {"$set": {"kill_requested": True, "kill_applied": False, "kill_requested_at": time.time()}},
+            projection={"history": 0},
         )
         if wf is None:
-            existing = await store.workflows.find_one({"_id": wf_id}, {"state": 1})
+            existing = await self.ctx.store.workflows.find_one({"_id": wf_id}, {"state": 1})
             if existing is None:
                 return error(404, f"no workflow {wf_id!r}")
             return error(409, f"workflow {wf_id} already ended {existing['state']}")
-        open_states = [str(s) for s in A if s not in ACTION_TERMINAL]
-        await store.actions.update_many(
-            {"workflow_id": wf_id, "state": {"$in": open_states}},
-            {"$set": {"kill_requested": True, "next_poll_at": time.time()}},
-        )
-        for a in await self._actions(wf_id):
-            if a["state"] in (A.WAITING, A.READY, A.PROCESSING):
-                await self.outcomes.kill_pending(a["_id"], "killed")
-            elif a["state"] in (A.SUBMITTED, A.RUNNING) and a.get("job_id"):
-                await self.ctx.executor.kill(a["job_id"])
-                await self.outcomes.check({**a, "kill_requested": True})
-        await self.outcomes.settle(wf_id)
-        wf = await store.workflows.find_one({"_id": wf_id}, {"definition": 0})
-        return web.json_response(workflow_view(wf, await self._actions(wf_id)), status=202)
+        if not wf.get("kill_requested") and wf["state"] == W.RUNNING:
+            self.apply_kill(wf_id)
+        # The document as it was before this request, with the kill now recorded.
+        return web.json_response(workflow_view({**wf, "kill_requested": True}), status=202)
+
+    def apply_kill(self, wf_id: str) -> None:
+        task = asyncio.create_task(self.outcomes.kill_workflow(wf_id))
+        self.kills.add(task)
+        task.add_done_callback(self._kill_done)
+
+    def _kill_done(self, task: asyncio.Task) -> None:
+        self.kills.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("applying a kill failed; the repair sweep retries it", exc_info=task.exception())
 
     async def history_stats(self, request: web.Request) -> web.Response:
         """Per-bucket statistics between ``from`` and ``to`` (ISO 8601 or Unix seconds;
@@ -235,7 +275,7 @@ class WorkflowManager:
                 f"{(end - start) / width:.0f} buckets of {resolution}: use a coarser resolution or a shorter range"
             )
         if problems:
-            return error(400, "; ".join(problems), problems=problems)
+            return bad_query(problems)
         buckets = await history.query(self.ctx.store, resolution, start, end)
         totals = {k: sum(b[k] for b in buckets) for k in history.COUNTERS}
         failures: dict[str, int] = {}
@@ -247,15 +287,19 @@ class WorkflowManager:
 
     async def list_datasets(self, request: web.Request) -> web.Response:
         q: dict[str, Any] = {}
+        problems: list[str] = []
         if state := request.query.get("state"):
             if state not in DatasetState.__members__:
-                return error(400, f"state must be one of {', '.join(DatasetState.__members__)}")
+                problems.append(f"state must be one of {', '.join(DatasetState.__members__)}")
             q["state"] = state
+        limit = query_limit(request, 1000, 10_000, problems)
+        if problems:
+            return bad_query(problems)
         docs = [
             d
             async for d in self.ctx.store.datasets.find(q, {"history": 0, "lineage": 0})
             .sort("updated_at", -1)
-            .limit(int(request.query.get("limit", "1000")))
+            .limit(limit)
         ]
         by_state: dict[str, int] = {}
         for d in docs:

@@ -8,6 +8,7 @@ undoes it later. A workflow rejected by validation writes nothing at all.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import posixpath
 import secrets
@@ -22,14 +23,21 @@ from shared.planning import PlannedAction, plan
 from shared.runtime import Context
 from shared.states import WORKFLOW_TRANSITIONS, ActionState, WorkflowState
 from shared.storage import Storage
+from shared.storage.base import FolderTooLarge
 from shared.store import datasets as ds
 from shared.store import history
 from shared.store.transitions import history_entry, transition
+from shared.store.workflows import definitions
+from shared.ticker import cancel_all
 from shared.workflow_spec import ActionId, ActionSpec, Violation, WorkflowSpec, id_order
 
 log = logging.getLogger(__name__)
 A, W = ActionState, WorkflowState
 BY = "workflow_manager"
+# Distinct last-use instants of the datasets one workflow computes, in plan order. Wider
+# than 10 us: nx-27017 keeps a float set by an update to 15 significant digits (10 us at
+# today's epoch), and the order must survive that.
+USE_SPACING = 1e-4
 
 
 async def resolve_paths(
@@ -41,6 +49,7 @@ async def resolve_paths(
     out: dict[ActionId, dict[str, str]] = {}
     violations: list[Violation] = []
     action_roots, output_roots = settings.action_root_list(), settings.output_root_list()
+    checked: dict[str, tuple[str, str | None]] = {}  # folder as given -> (normalized, problem)
     for i, a in actions:
 
         def bad(field: str, message: str, i: int = i, a: ActionSpec = a) -> None:
@@ -50,11 +59,16 @@ async def resolve_paths(
         if a.type not in supported:
             bad("type", f"{a.type.value} actions are not supported by this executor")
         if a.actionFolder:
-            folder = storage.normalize(action_roots[0], a.actionFolder)
-            if not storage.inside(folder, action_roots):
-                bad("actionFolder", f"actionFolder must be inside {', '.join(action_roots)}")
-            elif not await storage.is_dir(folder):
-                bad("actionFolder", f"actionFolder {a.actionFolder!r} is not a directory")
+            if a.actionFolder not in checked:  # thousands of actions usually share a few folders
+                folder, problem = storage.normalize(action_roots[0], a.actionFolder), None
+                if not storage.inside(folder, action_roots):
+                    problem = f"actionFolder must be inside {', '.join(action_roots)}"
+                elif not await storage.is_dir(folder):
+                    problem = f"actionFolder {a.actionFolder!r} is not a directory"
+                checked[a.actionFolder] = (folder, problem)
+            folder, problem = checked[a.actionFolder]
+            if problem:
+                bad("actionFolder", problem)
             paths["action_folder_path"] = folder
         if a.outputPath:
             target = storage.normalize(output_roots[0], a.outputPath)
@@ -65,35 +79,96 @@ async def resolve_paths(
     return out, violations
 
 
-async def fingerprints(spec: WorkflowSpec, paths: dict, storage: Storage) -> dict[ActionId, str]:
-    """The fingerprint of each action folder's files, computed once per folder."""
-    by_folder: dict[str, str] = {}
+async def fingerprints(
+    actions: list[tuple[int, ActionSpec]], paths: dict, storage: Storage
+) -> tuple[dict[ActionId, str], list[Violation]]:
+    """The fingerprint of each action folder's files (part of the lineage hash), computed
+    once per folder; a folder too large to fingerprint is a violation of every action
+    that names it."""
+    by_folder: dict[str, str | FolderTooLarge] = {}
     out: dict[ActionId, str] = {}
-    for a in spec.actions:
+    violations: list[Violation] = []
+    for i, a in actions:
         folder = paths.get(a.id, {}).get("action_folder_path")
-        if folder:
-            if folder not in by_folder:
+        if not folder:
+            continue
+        if folder not in by_folder:
+            try:
                 by_folder[folder] = await storage.fingerprint(folder)
-            out[a.id] = by_folder[folder]
-    return out
+            except FolderTooLarge as exc:
+                by_folder[folder] = exc
+        found = by_folder[folder]
+        if isinstance(found, FolderTooLarge):
+            violations.append(
+                Violation(loc=f"actions[{i}].actionFolder", actionId=a.id, field="actionFolder", message=str(found))
+            )
+        else:
+            out[a.id] = found
+    return out, violations
 
 
 class StoreGate:
-    """The planner's view of datasets: claims are taken in MongoDB, atomically."""
+    """The planner's view of datasets: claims are taken in MongoDB, atomically.
 
-    def __init__(self, ctx: Context, workflow_id: str) -> None:
+    The documents of every hash the workflow may need are read in one batch first
+    (``known``); a hash absent from it is computed without another read, and only a
+    stored one costs the atomic claim."""
+
+    def __init__(self, ctx: Context, workflow_id: str, known: dict[str, dict[str, Any]]) -> None:
         self.ctx = ctx
         self.workflow_id = workflow_id
+        self.known = known
         self.claimed: list[str] = []
 
     def action_id(self, local: ActionId) -> str:
         return f"{self.workflow_id}.{local}"
 
     async def try_reuse(self, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> bool:
+        if h not in self.known:
+            return False
         ok = await ds.try_reuse(self.ctx.store, h, lineage, [self.action_id(c) for c in claimants], leaf, BY)
         if ok:
             self.claimed.append(h)
         return ok
+
+
+class PlanningLost(Exception):
+    """The planning sweep judged this planner dead and undid its workflow: nothing was kept."""
+
+
+class PlanningLease:
+    """A planner's heartbeat on its PLANNING workflow: the sweep undoes a workflow only
+    once its lease has not been renewed for ``stale_after`` seconds (its planner died)."""
+
+    def __init__(self, ctx: Context, wf_id: str, token: str) -> None:
+        self.ctx, self.wf_id, self.token = ctx, wf_id, token
+        self.every = max(0.2, ctx.settings.stale_after / 4)
+        self.task: asyncio.Task | None = None
+
+    async def renew(self) -> bool:
+        won = await self.ctx.store.workflows.find_one_and_update(
+            {"_id": self.wf_id, "state": str(W.PLANNING), "planner": self.token},
+            {"$set": {"planning_lease_at": time.time()}},
+            projection={"_id": 1},
+        )
+        return won is not None
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.every)
+            try:
+                if not await self.renew():
+                    return
+            except Exception:
+                log.warning("could not renew the planning lease of %s; retrying", self.wf_id, exc_info=True)
+
+    async def __aenter__(self) -> PlanningLease:
+        self.task = asyncio.create_task(self._beat())
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self.task is not None:
+            await cancel_all([self.task])
 
 
 def action_doc(
@@ -146,63 +221,118 @@ def action_doc(
     return doc
 
 
-async def mean_compute_times(ctx: Context, hashes: list[str]) -> dict[str, float]:
+def mean_compute_times(known: dict[str, dict[str, Any]], hashes: list[str]) -> dict[str, float]:
     out = {}
-    async for d in ctx.store.datasets.find({"_id": {"$in": hashes}}, {"compute_seconds_total": 1, "compute_count": 1}):
-        if d.get("compute_count"):
-            out[d["_id"]] = float(d["compute_seconds_total"]) / int(d["compute_count"])
+    for h in hashes:
+        d = known.get(h)
+        if d and d.get("compute_count"):
+            out[h] = float(d["compute_seconds_total"]) / int(d["compute_count"])
     return out
 
 
-async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: dict) -> dict[str, Any]:
+async def prepare_datasets(
+    ctx: Context, gate: StoreGate, planned: dict[ActionId, PlannedAction], output_of: dict[ActionId, str]
+) -> None:
+    """Record every computed managed action as its dataset's producer: datasets seen for
+    the first time in one batch, the others (and any a concurrent planner created in the
+    meantime) one guarded write each. Each is used at its own instant, in plan order,
+    as the decision algorithms (and the simulator) order last uses."""
+    now = time.time()
+    used_at: dict[ActionId, float] = {}
+    new: dict[str, dict[str, Any]] = {}
+    one_by_one: list[ActionId] = []
+    for aid, p in planned.items():
+        if not (p.computed and p.spec.isManaged):
+            continue
+        used_at[aid] = now + len(used_at) * USE_SPACING
+        if p.hash in gate.known or p.hash in new:
+            one_by_one.append(aid)  # it exists, or this workflow computes it twice (identical branches)
+        else:
+            readers = [gate.action_id(c) for c in p.children if planned[c].computed]
+            new[p.hash] = ds.new_document(
+                p.hash, p.lineage, output_of[aid], gate.action_id(aid), p.leaf, BY, readers, used_at[aid]
+            )
+    existed = await ds.create_many(ctx.store, list(new.values()))
+    one_by_one += [aid for aid in used_at if planned[aid].hash in existed and new[planned[aid].hash]["producers"] ==
+                   [gate.action_id(aid)]]  # fmt: skip
+    for aid in one_by_one:
+        p = planned[aid]
+        readers = [gate.action_id(c) for c in p.children if planned[c].computed]
+        await ds.prepare_compute(
+            ctx.store, p.hash, p.lineage, output_of[aid], gate.action_id(aid), p.leaf, BY, readers, used_at[aid]
+        )
+
+
+async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: dict, prints: dict) -> dict[str, Any]:
+    """Plan and write a validated workflow. Raises ``PlanningLost`` if the planning sweep
+    took the workflow away (this planner stalled past ``stale_after``): nothing is kept."""
     store = ctx.store
     now = time.time()
     wf_id = f"wf-{uuid.uuid4().hex[:12]}"
+    token = uuid.uuid4().hex
+    hashes = workflow_hashes(spec, prints)
+    await definitions(store).insert_one(
+        {
+            "_id": wf_id,
+            "body": body,
+            "action_ids": [f"{wf_id}.{a.id}" for a in spec.actions],
+            # What its planning may claim or produce: what an undo releases, read by _id.
+            "dataset_hashes": sorted(set(hashes.values())),
+            "created_at": now,
+        }
+    )
     await store.workflows.insert_one(
         {
             "_id": wf_id,
             "name": spec.name,
             "state": str(W.PLANNING),
-            "definition": body,
             "created_at": now,
             "updated_at": now,
             "history": [history_entry(W.PLANNING, BY)],
             "kill_requested": False,
-            "action_ids": [f"{wf_id}.{a.id}" for a in spec.actions],
+            "planner": token,
+            "planning_lease_at": now,
+            "action_count": len(spec.actions),
         }
     )
-    gate = StoreGate(ctx, wf_id)
-    prepared: list[tuple[str, str]] = []
-    try:
-        prints = await fingerprints(spec, paths, ctx.storage)
-        hashes = workflow_hashes(spec, prints)
-        planned = await plan(spec, hashes, gate, prints)
-        output_of = {
-            aid: paths.get(aid, {}).get("output_path") or posixpath.join(ctx.storage.root, p.hash)
-            for aid, p in planned.items()
+    async with PlanningLease(ctx, wf_id, token) as lease:
+        try:
+            gate = StoreGate(ctx, wf_id, await ds.get_many(store, list(hashes.values())))
+            planned = await plan(spec, hashes, gate, prints)
+            output_of = {
+                aid: paths.get(aid, {}).get("output_path") or posixpath.join(ctx.storage.root, p.hash)
+                for aid, p in planned.items()
+            }
+            await prepare_datasets(ctx, gate, planned, output_of)
+            saved = mean_compute_times(gate.known, [p.hash for p in planned.values() if not p.computed])
+            docs = [action_doc(wf_id, planned[s.id], planned, paths, output_of, now, saved) for s in spec.actions]
+            # Actions become claimable by the action managers once inserted: insert them only
+            # while this planner provably holds the workflow, so the sweep cannot undo it under them.
+            if not await lease.renew():
+                raise PlanningLost(wf_id)
+            await store.actions.insert_many(docs)
+        except Exception as exc:
+            if not isinstance(exc, PlanningLost):
+                log.exception("planning %s failed; undoing it", wf_id)
+            await undo(ctx, wf_id, "planning failed", where={"planner": token})
+            await release(ctx, wf_id, "planning failed")
+            raise
+        counts = {
+            "compute": sum(p.computed for p in planned.values()),
+            "reuse": sum(not p.computed for p in planned.values()),
         }
-        for aid, p in planned.items():
-            if p.computed and p.spec.isManaged:
-                producer = gate.action_id(aid)
-                readers = [gate.action_id(c) for c in p.children if planned[c].computed]
-                await ds.prepare_compute(store, p.hash, p.lineage, output_of[aid], producer, p.leaf, BY, readers)
-                prepared.append((p.hash, producer))
-        saved = await mean_compute_times(ctx, [p.hash for p in planned.values() if not p.computed])
-        docs = [action_doc(wf_id, planned[s.id], planned, paths, output_of, now, saved) for s in spec.actions]
-        await store.actions.insert_many(docs)
-    except Exception:
-        log.exception("planning %s failed; undoing it", wf_id)
-        await undo(ctx, wf_id, "planning failed")
-        raise
-    counts = {
-        "compute": sum(p.computed for p in planned.values()),
-        "reuse": sum(not p.computed for p in planned.values()),
-    }
-    final = W.RUNNING if counts["compute"] else W.SUCCEEDED
-    extra: dict[str, Any] = {"counts": counts}
-    if final == W.SUCCEEDED:
-        extra["finished_at"] = time.time()
-    wf = await transition(store.workflows, WORKFLOW_TRANSITIONS, wf_id, final, by=BY, sources=[W.PLANNING], set=extra)
+        final = W.RUNNING if counts["compute"] else W.SUCCEEDED
+        extra: dict[str, Any] = {"counts": counts}
+        if final == W.SUCCEEDED:
+            extra["finished_at"] = time.time()
+        wf = await transition(
+            store.workflows, WORKFLOW_TRANSITIONS, wf_id, final, by=BY, sources=[W.PLANNING],
+            where={"planner": token}, set=extra,
+        )  # fmt: skip
+    if wf is None:
+        # The sweep undid it between our last renewal and now: take back what we wrote.
+        await release(ctx, wf_id, "planning interrupted")
+        raise PlanningLost(wf_id)
     await history.record(
         store, now, workflows_submitted=1,
         actions_reused=sum(d["state"] == A.REUSED for d in docs),
@@ -233,23 +363,41 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
     return {"workflow": wf, "actions": docs}
 
 
-async def undo(ctx: Context, wf_id: str, reason: str) -> None:
-    """Release every claim and producer mark a workflow's planning took; end it FAILED."""
-    store = ctx.store
-    wf = await store.workflows.find_one({"_id": wf_id}, {"action_ids": 1})
-    mine = (wf or {}).get("action_ids", [])
-    async for d in store.datasets.find({"$or": [{"claims": {"$in": mine}}, {"producers": {"$in": mine}}]}):
-        await store.datasets.update_one({"_id": d["_id"]}, {"$pull": {"claims": {"$in": mine}}})
-        for producer in set(d.get("producers", [])) & set(mine):
-            await ds.abandon(store, d["_id"], producer, BY, reason)
-    await store.actions.delete_many({"workflow_id": wf_id})
-    await transition(
-        store.workflows,
+async def undo(ctx: Context, wf_id: str, reason: str, where: dict[str, Any]) -> bool:
+    """End a PLANNING workflow FAILED, then release what its planning took. The guarded
+    transition comes first: only its winner releases, so a planner that finished in the
+    meantime (PLANNING -> RUNNING) keeps everything. ``where`` narrows the guard (the
+    planner's token, or the stale lease value the sweep saw)."""
+    won = await transition(
+        ctx.store.workflows,
         WORKFLOW_TRANSITIONS,
         wf_id,
         W.FAILED,
         by=BY,
         sources=[W.PLANNING],
+        where=where,
         set={"error": reason, "finished_at": time.time()},
         note=reason,
     )
+    if won is None:
+        return False
+    await release(ctx, wf_id, reason)
+    return True
+
+
+async def release(ctx: Context, wf_id: str, reason: str) -> None:
+    """Release every claim and producer mark of a FAILED workflow's planning and delete its
+    actions; idempotent, so the sweep and a late planner may both run it."""
+    store = ctx.store
+    wf = await store.workflows.find_one({"_id": wf_id}, {"state": 1})
+    planned = await definitions(store).find_one({"_id": wf_id}, {"action_ids": 1, "dataset_hashes": 1})
+    if wf is None or wf["state"] != W.FAILED or planned is None:
+        return
+    mine = set(planned["action_ids"])
+    touched = await ds.get_many(store, planned["dataset_hashes"])
+    for h, d in touched.items():
+        if mine & set(d.get("claims", [])):
+            await store.datasets.update_one({"_id": h}, {"$pull": {"claims": {"$in": sorted(mine)}}})
+        for producer in set(d.get("producers", [])) & mine:
+            await ds.abandon(store, h, producer, BY, reason)
+    await store.actions.delete_many({"workflow_id": wf_id})

@@ -9,12 +9,23 @@ Handler = Callable[[Event], Awaitable[None]]
 
 
 class Bus(Protocol):
-    async def start(self) -> None: ...
+    # Events that could not be published (broker unreachable, no confirm): for metrics.
+    dropped: int
+    # What ``start`` raises while the broker cannot be reached: worth waiting for.
+    unreachable: tuple[type[BaseException], ...]
+
+    async def start(self) -> None:
+        """Connect; raises if the broker cannot be reached (the caller waits and retries)."""
 
     async def close(self) -> None: ...
 
     async def publish(self, event: Event) -> None:
-        """Publish; returns once the broker has confirmed it (or the in-process queues have it)."""
+        """Publish; returns once the broker has confirmed it (or the in-process queues have it).
+
+        Never raises for broker trouble: events are hints, and the write that caused one
+        has already happened. An event that cannot be published is dropped and counted
+        in ``dropped``; the services' timers catch up with it.
+        """
 
     async def subscribe(self, queue: str, keys: list[str], handler: Handler) -> None:
         """Deliver events whose type matches one of ``keys`` (AMQP topic patterns) to ``handler``.

@@ -13,12 +13,15 @@ log = logging.getLogger(__name__)
 
 
 class MemoryBus:
+    unreachable: tuple[type[BaseException], ...] = ()  # it is always there
+
     def __init__(self) -> None:
         self._queues: dict[str, list[str]] = {}
         self._handlers: dict[str, list[Handler]] = defaultdict(list)
         self._next: dict[str, int] = defaultdict(int)
         self._tasks: set[asyncio.Task] = set()
         self.published: list[Event] = []
+        self.dropped = 0  # nothing is ever dropped in process
 
     async def start(self) -> None:
         pass

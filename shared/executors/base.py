@@ -1,4 +1,4 @@
-"""The executor port, and the argument contract every executor follows (design.md section 2):
+"""The executor port, and the argument contract every executor follows (docs/planning.md, "The argument contract"):
 additionalInput values in order, then the parents' output paths by parent id, then the
 action's own (attempt) output path last."""
 

@@ -2,12 +2,19 @@
 (``local_job``) whose job folder under ``jobs_dir`` is the job's record. Any process that
 sees the folder (the callback poller, a kill request; on Kubernetes, other pods on the
 same volume) reads the status from it, judges liveness by the supervisor's heartbeat file
-and asks for a kill with a ``kill`` file: no process id is used across processes."""
+and asks for a kill with a ``kill`` file: no process id is used across processes.
+
+The jobs folder and everything in it is private to Pingo's user (0700 folders, 0600
+files). The notification URL, which holds the action's callback secret, is never written
+there: the supervisor gets it over its stdin. See README "What the local executor does
+not isolate" for what a job can still reach."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import logging
 import os
 import sys
 import time
@@ -16,14 +23,30 @@ from pathlib import Path
 from shared.executors.base import JobRequest, JobState, JobStatus
 from shared.workflow_spec import ActionType
 
+log = logging.getLogger(__name__)
 # The supervisor is started as ``python -m shared.executors.local_job`` from here.
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 # A supervisor that has not touched its heartbeat for this long is gone (it beats every second).
 HEARTBEAT_TIMEOUT = 15.0
 
 
-def _job_id(external_id: str) -> str:
+def job_name(external_id: str) -> str:
+    """The job's folder name: a readable prefix of the external id, and a digest of all of
+    it, so that ids differing only in characters a name cannot hold ("a b", "a_b") or
+    beyond the prefix never share a job."""
+    readable = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in external_id[:48])
+    digest = hashlib.sha256(external_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{readable.lstrip('.')}-{digest}"
+
+
+def _legacy_job_name(external_id: str) -> str:
+    """The name of job folders made before names carried a digest; not injective."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in external_id)
+
+
+def _open_private(path: Path) -> int:
+    """A new file mode 0600 (whatever the umask), open for writing."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
 
 
 def _age(path: Path) -> float | None:
@@ -36,14 +59,18 @@ def _age(path: Path) -> float | None:
 def job_environment(configuration: dict[str, str], action_id: str, shell: bool) -> dict[str, str]:
     """The action's environment: this process's, less Pingo's own settings (they hold the
     database and broker credentials), plus the action id and, for SHELL, its configuration."""
-    from shared.config import Settings
-
-    own = {f"PINGO_{name.upper()}" for name in Settings.model_fields}
-    env = {k: v for k, v in os.environ.items() if k not in own}
+    env = _without_settings()
     env["PINGO_ACTION_ID"] = action_id
     if shell:
         env.update(configuration)
     return env
+
+
+def _without_settings() -> dict[str, str]:
+    from shared.config import Settings
+
+    own = {f"PINGO_{name.upper()}" for name in Settings.model_fields}
+    return {k: v for k, v in os.environ.items() if k not in own}
 
 
 class LocalExecutor:
@@ -53,7 +80,11 @@ class LocalExecutor:
     def __init__(self, jobs_dir: Path, slots: int = 4) -> None:
         self.jobs_dir = jobs_dir
         self.slots = slots
-        self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        self.jobs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            self.jobs_dir.chmod(0o700)  # a folder made by an earlier version was open to all
+        except OSError as exc:
+            log.warning("could not make %s private (mode 0700): %s", self.jobs_dir, exc)
         self._reapers: set[asyncio.Task] = set()
 
     def argv(self, job: JobRequest) -> list[str]:
@@ -65,43 +96,62 @@ class LocalExecutor:
     def _write_request(self, job: JobRequest, job_dir: Path) -> bool:
         """Create the job's folder and request; False if the job exists already."""
         try:
-            job_dir.mkdir()
+            job_dir.mkdir(mode=0o700)
         except FileExistsError:
             return False
         request = {
             "argv": self.argv(job),
             "cwd": job.action_folder or str(job_dir),
             "env": job_environment(job.configuration, job.action_id, job.type == ActionType.SHELL),
-            "notify_url": job.notify_url,
             "slots_dir": str(self.jobs_dir / ".slots"),
             "slots": self.slots,
             "external_id": job.external_id,
-        }
-        (job_dir / "request.json").write_text(json.dumps(request))
+        }  # no notify_url: it holds the callback secret, and the supervisor gets it over stdin
+        with os.fdopen(_open_private(job_dir / "request.json"), "wb") as f:
+            f.write(json.dumps(request).encode())
         return True
 
     async def submit(self, job: JobRequest) -> str:
-        job_id = _job_id(job.external_id)
+        job_id = job_name(job.external_id)
         job_dir = self.jobs_dir / job_id
         if not await asyncio.to_thread(self._write_request, job, job_dir):
             return job_id  # submitted before (a retried submit): the same job
-        err = await asyncio.to_thread(open, job_dir / "supervisor.log", "wb")
+        err = await asyncio.to_thread(_open_private, job_dir / "supervisor.log")
         try:
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "shared.executors.local_job", str(job_dir),
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=err,
-                start_new_session=True, cwd=PROJECT_ROOT,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL, stderr=err,
+                start_new_session=True, cwd=PROJECT_ROOT, env=_without_settings(),
             )  # fmt: skip
         finally:
-            err.close()
+            os.close(err)
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(job.notify_url.encode("utf-8", "replace") + b"\n")
+            await proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the supervisor is gone already; its job reads as failed when its heartbeat is missed
+        finally:
+            proc.stdin.close()
         task = asyncio.create_task(proc.wait())  # reaps it, so it leaves no zombie
         self._reapers.add(task)
         task.add_done_callback(self._reapers.discard)
         return job_id
 
     async def find(self, external_id: str) -> str | None:
-        job_id = _job_id(external_id)
-        return job_id if await asyncio.to_thread((self.jobs_dir / job_id).is_dir) else None
+        return await asyncio.to_thread(self._find, external_id)
+
+    def _find(self, external_id: str) -> str | None:
+        job_id = job_name(external_id)
+        if (self.jobs_dir / job_id).is_dir():
+            return job_id
+        # A job submitted by an earlier version: its name may be another id's, so check whose it is.
+        legacy = _legacy_job_name(external_id)
+        try:
+            request = json.loads((self.jobs_dir / legacy / "request.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return legacy if request.get("external_id") == external_id else None
 
     async def status(self, job_id: str) -> JobStatus:
         return await asyncio.to_thread(self._status, job_id)
@@ -137,7 +187,7 @@ class LocalExecutor:
         """Ask the supervisor to stop the job; it watches for this file while the job waits or runs."""
         job_dir = self.jobs_dir / job_id
         if await asyncio.to_thread(job_dir.is_dir):
-            await asyncio.to_thread((job_dir / "kill").touch)
+            await asyncio.to_thread((job_dir / "kill").touch, 0o600)
 
     async def close(self) -> None:
         # Jobs outlive this process on purpose; just stop reaping.

@@ -7,6 +7,17 @@ sees the jobs folder), runs the action's argv (never through a shell), writes
 would. Other processes, possibly in other containers, know it is alive by the
 ``heartbeat`` file it touches every second, and ask it to stop by creating ``kill``:
 no process ids cross process namespaces. Standard library only: it starts fast.
+
+The notification URL carries the action's callback secret, so it is never written to
+the job folder: the executor sends it over this process's stdin, which is read once at
+start and then replaced by ``/dev/null``. The job inherits neither (its stdin is
+``/dev/null``, no other descriptor is passed, its environment and argv come from
+``request.json``). Everything the supervisor writes is private to its user (umask 077);
+the job runs with the umask the supervisor was started with.
+
+Whatever goes wrong (an argv or environment the OS refuses, an error of the supervisor
+itself), the job ends FAILED with the reason in ``status.json`` and the URL is notified:
+a job never stays PREP until its heartbeat times out.
 """
 
 from __future__ import annotations
@@ -14,10 +25,13 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import time
+import traceback
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -33,6 +47,7 @@ def write_status(job_dir: Path, **fields: object) -> None:
 
 HEARTBEAT_EVERY = 1.0
 KILL_GRACE = 10.0  # seconds between SIGTERM and SIGKILL
+NOTIFY_URL_WAIT = 10.0  # the executor writes the URL right after starting us
 
 
 def beat(job_dir: Path) -> None:
@@ -58,87 +73,138 @@ def acquire_slot(slots_dir: Path, slots: int, job_dir: Path):
         time.sleep(0.05)
 
 
+def read_notify_url(timeout: float = NOTIFY_URL_WAIT) -> str:
+    """The notification URL from stdin (until EOF, or ``timeout``); stdin is then ``/dev/null``.
+    Empty if the executor died before sending it: the poller finds the job's end anyway."""
+    data = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while (left := deadline - time.monotonic()) > 0 and select.select([0], [], [], left)[0]:
+            chunk = os.read(0, 65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    finally:
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+    return data.decode(errors="replace").strip()
+
+
 def notify(url: str, job_id: str, state: str) -> None:
-    target = url.replace("$jobId", job_id).replace("$status", state)
+    """Best effort (three tries): a lost notification only delays the end until the next poll.
+    Errors are swallowed, never logged: their text could hold the URL, and so the secret."""
+    if not url:
+        return
+    parts = urllib.parse.urlsplit(url.replace("$jobId", job_id).replace("$status", state))
+    # An action id may hold characters a URL path cannot (a space): percent-encode them.
+    target = parts._replace(path=urllib.parse.quote(parts.path, safe="/%:@!$&'()*+,;=-._~")).geturl()
     for attempt in range(3):
         try:
             with urllib.request.urlopen(target, timeout=10) as resp:
                 if resp.status == 200:
                     return
-        except OSError:
+        except Exception:
             pass
         time.sleep(0.5 * (attempt + 1))
 
 
-def main(job_dir: Path) -> int:
-    request = json.loads((job_dir / "request.json").read_text())
-    job_id = job_dir.name
-    child: subprocess.Popen | None = None
-    killed = False
-    killed_at = 0.0
+class Supervisor:
+    def __init__(self, job_dir: Path, notify_url: str, job_umask: int) -> None:
+        self.job_dir = job_dir
+        self.notify_url = notify_url
+        self.job_umask = job_umask
+        self.child: subprocess.Popen | None = None
+        self.slot = None
+        self.killed = False
+        self.killed_at = 0.0
 
-    def on_term(signum: int, frame: object) -> None:
-        nonlocal killed, killed_at
-        killed, killed_at = True, time.time()
-        if child is not None and child.poll() is None:
-            child.terminate()
+    def on_term(self, signum: int, frame: object) -> None:
+        self.killed, self.killed_at = True, time.time()
+        if self.child is not None and self.child.poll() is None:
+            self.child.terminate()
 
-    signal.signal(signal.SIGTERM, on_term)
-    beat(job_dir)
-    write_status(job_dir, state="PREP", submitted_at=time.time())
-    slot = acquire_slot(Path(request["slots_dir"]), int(request["slots"]), job_dir)
-    if slot is None or killed:
-        write_status(job_dir, state="KILLED", ended_at=time.time(), error="killed before it started")
-        notify(request["notify_url"], job_id, "KILLED")
-        return 0
-    with open(job_dir / "stdout.log", "wb") as out, open(job_dir / "stderr.log", "wb") as err:
-        started = time.time()
-        try:
-            child = subprocess.Popen(
-                request["argv"],
-                cwd=request["cwd"],
-                env=request["env"],
-                stdout=out,
-                stderr=err,
-                stdin=subprocess.DEVNULL,
-            )
-        except OSError as exc:
-            write_status(
-                job_dir,
-                state="FAILED",
-                started_at=started,
-                ended_at=time.time(),
-                error=f"could not start {request['argv'][0]!r}: {exc}",
-            )
-            notify(request["notify_url"], job_id, "FAILED")
+    def finish(self, state: str, error: str | None, **fields: object) -> None:
+        write_status(self.job_dir, state=state, ended_at=time.time(), error=error, **fields)
+        if self.slot is not None:
+            self.slot.close()
+            self.slot = None
+        notify(self.notify_url, self.job_dir.name, state)
+
+    def run(self) -> int:
+        job_dir = self.job_dir
+        signal.signal(signal.SIGTERM, self.on_term)
+        beat(job_dir)
+        request = json.loads((job_dir / "request.json").read_text())
+        write_status(job_dir, state="PREP", submitted_at=time.time())
+        self.slot = acquire_slot(Path(request["slots_dir"]), int(request["slots"]), job_dir)
+        if self.slot is None or self.killed:
+            self.finish("KILLED", "killed before it started")
             return 0
-        write_status(job_dir, state="RUNNING", pid=child.pid, started_at=started)
-        last = time.time()
-        while True:
+        argv = request["argv"]
+        with open(job_dir / "stdout.log", "wb") as out, open(job_dir / "stderr.log", "wb") as err:
+            started = time.time()
             try:
-                rc = child.wait(timeout=0.1)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            if time.time() - last >= HEARTBEAT_EVERY:
-                beat(job_dir)
-                last = time.time()
-            if not killed and (job_dir / "kill").exists():
-                on_term(signal.SIGTERM, None)
-            elif killed and time.time() - killed_at > KILL_GRACE:
-                child.kill()
-    ended = time.time()
-    if killed:
-        state, error = "KILLED", "killed on request"
-    elif rc == 0:
-        state, error = "SUCCEEDED", None
-    else:
-        tail = (job_dir / "stderr.log").read_bytes()[-2000:].decode(errors="replace").strip()
-        state, error = "FAILED", f"exit code {rc}" + (f": {tail}" if tail else "")
-    write_status(job_dir, state=state, ended_at=ended, exit_code=rc, error=error)
-    slot.close()
-    notify(request["notify_url"], job_id, state)
-    return 0
+                self.child = subprocess.Popen(
+                    argv,
+                    cwd=request["cwd"],
+                    env=request["env"],
+                    stdout=out,
+                    stderr=err,
+                    stdin=subprocess.DEVNULL,
+                    umask=self.job_umask,
+                )
+            except Exception as exc:  # OSError, and ValueError for a NUL or an "=" the OS cannot take
+                program = repr(argv[0]) if argv else "an empty command"
+                self.finish("FAILED", f"could not start {program}: {exc}", started_at=started)
+                return 0
+            write_status(job_dir, state="RUNNING", pid=self.child.pid, started_at=started)
+            last = time.time()
+            while True:
+                try:
+                    rc = self.child.wait(timeout=0.1)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if time.time() - last >= HEARTBEAT_EVERY:
+                    beat(job_dir)
+                    last = time.time()
+                if not self.killed and (job_dir / "kill").exists():
+                    self.on_term(signal.SIGTERM, None)
+                elif self.killed and time.time() - self.killed_at > KILL_GRACE:
+                    self.child.kill()
+        if self.killed:
+            state, error = "KILLED", "killed on request"
+        elif rc == 0:
+            state, error = "SUCCEEDED", None
+        else:
+            tail = (job_dir / "stderr.log").read_bytes()[-2000:].decode(errors="replace").strip()
+            state, error = "FAILED", f"exit code {rc}" + (f": {tail}" if tail else "")
+        self.finish(state, error, exit_code=rc)
+        return 0
+
+    def crashed(self, exc: BaseException) -> None:
+        """The supervisor itself failed: stop the job (nothing would watch it) and say why."""
+        traceback.print_exc()  # to supervisor.log
+        if self.child is not None and self.child.poll() is None:
+            self.child.kill()
+            self.child.wait()
+        try:
+            self.finish("FAILED", f"the local job supervisor failed: {type(exc).__name__}: {exc}")
+        except Exception:
+            traceback.print_exc()
+
+
+def main(job_dir: Path) -> int:
+    job_umask = os.umask(0o077)
+    supervisor = Supervisor(job_dir, read_notify_url(), job_umask)
+    try:
+        return supervisor.run()
+    except BaseException as exc:
+        supervisor.crashed(exc)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""A client of the Oozie Web Services API (oozie-webhdfs-protocol.md section A).
+"""A client of the Oozie Web Services API (docs/hadoop-protocol.md, "Oozie").
 
 Errors are read from the ``oozie-error-code`` / ``oozie-error-message`` headers, the real
 error channel, and raised as ``OozieError``. Submission (POST) is made safe to repeat by

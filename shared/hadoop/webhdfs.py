@@ -1,4 +1,4 @@
-"""A WebHDFS client (the operations Pingo uses; see oozie-webhdfs-protocol.md section D).
+"""A WebHDFS client (the operations Pingo uses; see docs/hadoop-protocol.md, "WebHDFS").
 
 Errors come back as ``RemoteException`` JSON bodies; they are raised as ``HdfsError``
 with the Java exception's name and message, so a caller (and a user) sees what HDFS said.

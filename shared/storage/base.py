@@ -4,6 +4,26 @@ from dataclasses import dataclass
 from typing import Protocol
 
 ATTEMPTS_DIR = ".pingo-attempts"
+# An action folder is fingerprinted on every submission that names it: a folder larger
+# than this (say, a whole home directory) is refused rather than hashed each time.
+MAX_FINGERPRINT_FILES = 5_000
+MAX_FINGERPRINT_BYTES = 4 * 1024**3
+
+
+class FolderTooLarge(ValueError):
+    """An action folder with more files or bytes than a fingerprint may cover."""
+
+    def __init__(self, files: int, size: int) -> None:
+        super().__init__(
+            f"actionFolder holds {files if files <= MAX_FINGERPRINT_FILES else f'more than {MAX_FINGERPRINT_FILES}'} "
+            f"files and {size} bytes; an action folder may hold at most {MAX_FINGERPRINT_FILES} files and "
+            f"{MAX_FINGERPRINT_BYTES} bytes (point actionFolder at the folder of the action's own files)"
+        )
+
+
+def check_fingerprint_size(files: int, size: int) -> None:
+    if files > MAX_FINGERPRINT_FILES or size > MAX_FINGERPRINT_BYTES:
+        raise FolderTooLarge(files, size)
 
 
 @dataclass(frozen=True)

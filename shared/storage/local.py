@@ -1,20 +1,96 @@
-"""Local filesystem storage: the embedded default."""
+"""Local filesystem storage: the embedded default.
+
+A committed managed dataset is sealed: the write bits of its files and folders are
+cleared, so a later job (or a slip of a user) cannot change it in place and poison every
+workflow that reuses it. Deleting one (deletion, forced replacement, the orphan sweep)
+gives its folders their owner's write bit back first. Symbolic links are never followed.
+This stops accidents, not a hostile job running as Pingo's own user: it could chmod the
+files back (README, "What the local executor does not isolate").
+"""
 
 from __future__ import annotations
 
 import asyncio
 import errno
 import hashlib
+import logging
 import os
 import shutil
+import stat
 import uuid
 from pathlib import Path
 
-from shared.storage.base import ATTEMPTS_DIR, Entry
+from shared.storage.base import ATTEMPTS_DIR, Entry, check_fingerprint_size
+
+log = logging.getLogger(__name__)
 
 
 def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    """A form of ``name`` a path can hold: a readable prefix and a digest of all of it, so
+    that names differing only in other characters ("a b", "a_b") never share a path."""
+    readable = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in name[:48])
+    return f"{readable}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+
+
+def _walk(top: Path):
+    """``top`` and everything under it, as (path, lstat), folders before their contents;
+    each folder is listed only after ``_walk``'s caller has handled it (it may make it readable)."""
+    try:
+        st = os.lstat(top)
+    except FileNotFoundError:
+        return
+    yield top, st
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    stack = [top]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                est = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            yield Path(e.path), est
+            if stat.S_ISDIR(est.st_mode):
+                stack.append(Path(e.path))
+
+
+def seal(top: Path) -> None:
+    """Clear every write bit under ``top`` (files keep their owner's read, folders their
+    owner's read and search); symbolic links and their targets are left alone."""
+    failed = 0
+    for path, st in _walk(top):
+        if stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode):
+            keep = 0o500 if stat.S_ISDIR(st.st_mode) else 0o400
+            try:
+                os.chmod(path, (stat.S_IMODE(st.st_mode) & ~0o222) | keep)
+            except OSError:
+                failed += 1
+    if failed:
+        log.warning("could not make %d entries of %s read-only", failed, top)
+
+
+def unseal_folders(top: Path) -> None:
+    """Give every folder under ``top`` its owner's read, write and search bits back, so
+    that its entries can be removed."""
+    for path, st in _walk(top):
+        if stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) & 0o700 != 0o700:
+            try:
+                os.chmod(path, stat.S_IMODE(st.st_mode) | 0o700)
+            except OSError:
+                pass  # not ours: rmtree will leave what it cannot remove
+
+
+def remove_tree(p: Path) -> None:
+    """``rm -rf p``, sealed or not; a missing path is not an error."""
+    if p.is_dir() and not p.is_symlink():
+        unseal_folders(p)
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        p.unlink(missing_ok=True)
 
 
 class LocalStorage:
@@ -42,9 +118,14 @@ class LocalStorage:
         return await asyncio.to_thread(self._fingerprint, Path(folder))
 
     def _fingerprint(self, folder: Path) -> str:
+        files, size = [], 0
+        for p in folder.rglob("*"):
+            if p.is_file():
+                files.append((p, p.stat()))
+                size += files[-1][1].st_size
+                check_fingerprint_size(len(files), size)  # stops a walk of a huge tree early
         h = hashlib.sha256()
-        for f in sorted(p for p in folder.rglob("*") if p.is_file()):
-            st = f.stat()
+        for f, st in sorted(files, key=lambda fs: fs[0]):
             key = (str(f), st.st_size, st.st_mtime_ns)
             if key not in self._digests:
                 self._digests[key] = hashlib.sha256(f.read_bytes()).hexdigest()
@@ -64,8 +145,8 @@ class LocalStorage:
     @staticmethod
     def _prepare(attempt: Path) -> None:
         attempt.parent.mkdir(parents=True, exist_ok=True)
-        if attempt.exists():
-            shutil.rmtree(attempt, ignore_errors=True)  # a leftover of a crashed submit
+        if attempt.exists() or attempt.is_symlink():
+            remove_tree(attempt)  # a leftover of a crashed submit
 
     async def commit(self, attempt: str, final: str, replace: bool = False) -> bool:
         return await asyncio.to_thread(self._commit, Path(attempt), Path(final), replace)
@@ -74,24 +155,27 @@ class LocalStorage:
         final.parent.mkdir(parents=True, exist_ok=True)
         if not attempt.exists():
             if final.exists():
-                return True  # a repeated commit: done before
+                self._seal(final)  # a repeated commit: done before (perhaps cut off before sealing)
+                return True
             raise FileNotFoundError(f"the action reported success but its output {attempt} does not exist")
         if replace and final.exists():
             trash = final.with_name(f".{final.name}.replaced.{uuid.uuid4().hex[:8]}")
             os.rename(final, trash)
             os.rename(attempt, final)
-            shutil.rmtree(trash, ignore_errors=True)
+            self._seal(final)
+            remove_tree(trash)
             return True
         try:
             if final.exists():
                 raise FileExistsError(final)
             os.rename(attempt, final)
-            return True
         except OSError as exc:
             if not isinstance(exc, FileExistsError) and exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
             self._delete(attempt)
             return False
+        self._seal(final)
+        return True
 
     async def discard(self, path: str) -> None:
         await self.delete(path)
@@ -101,10 +185,12 @@ class LocalStorage:
 
     @staticmethod
     def _delete(p: Path) -> None:
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            p.unlink(missing_ok=True)
+        remove_tree(p)
+
+    def _seal(self, final: Path) -> None:
+        """Managed datasets only: an unmanaged output is the user's, to do with as they like."""
+        if final.is_relative_to(self.root):
+            seal(final)
 
     async def size(self, path: str) -> int | None:
         return await asyncio.to_thread(self._size, Path(path))

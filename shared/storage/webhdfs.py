@@ -1,18 +1,29 @@
 """WebHDFS storage: datasets on HDFS. Attempts are committed by RENAME, sizes come from
-GETCONTENTSUMMARY, executables are fingerprinted with GETFILECHECKSUM."""
+GETCONTENTSUMMARY, executables are fingerprinted with GETFILECHECKSUM.
+
+A committed managed dataset is sealed with SETPERMISSION (folders 555, files 444), so no
+later job can add, replace or append to its files. HDFS checks the owner's bits too (only
+its superuser bypasses them), and a recursive DELETE needs rwx on every folder below the
+path: deleting a dataset first gives its folders 755 back."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import posixpath
 import uuid
 
-from shared.hadoop.webhdfs import WebHdfs
-from shared.storage.base import ATTEMPTS_DIR, Entry
+from shared.hadoop.webhdfs import FileNotFound, HdfsError, WebHdfs
+from shared.storage.base import ATTEMPTS_DIR, Entry, check_fingerprint_size
+
+log = logging.getLogger(__name__)
 
 
 def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    """A form of ``name`` a path can hold: a readable prefix and a digest of all of it, so
+    that names differing only in other characters ("a b", "a_b") never share a path."""
+    readable = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in name[:48])
+    return f"{readable}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
 
 class WebHdfsStorage:
@@ -38,7 +49,8 @@ class WebHdfsStorage:
         await self.hdfs.mkdirs(posixpath.dirname(final))
         if await self.hdfs.status(attempt) is None:
             if await self.hdfs.status(final) is not None:
-                return True  # a repeated commit: done before
+                await self._seal(final)  # a repeated commit: done before (perhaps cut off before sealing)
+                return True
             raise FileNotFoundError(f"the action reported success but its output {attempt} does not exist")
         if await self.hdfs.status(final) is not None:
             if not replace:
@@ -49,10 +61,13 @@ class WebHdfsStorage:
             )
             await self.hdfs.rename(final, trash)
             committed = await self.hdfs.rename(attempt, final)
-            await self.hdfs.delete(trash, recursive=True)
+            if committed:
+                await self._seal(final)
+            await self.delete(trash)
             return committed
         # Old RENAME semantics: False rather than an error if the destination appeared meanwhile.
         if await self.hdfs.rename(attempt, final):
+            await self._seal(final)
             return True
         await self.hdfs.delete(attempt, recursive=True)
         return False
@@ -61,7 +76,34 @@ class WebHdfsStorage:
         await self.hdfs.delete(path, recursive=True)
 
     async def delete(self, path: str) -> None:
+        if self.inside(path, [self.root]):
+            try:
+                await self._permissions(path, "755", None)  # a sealed dataset: make it deletable
+            except FileNotFound:
+                pass  # gone meanwhile
         await self.hdfs.delete(path, recursive=True)
+
+    async def _seal(self, final: str) -> None:
+        """Managed datasets only: an unmanaged output is the user's, to do with as they like."""
+        if not self.inside(final, [self.root]):
+            return
+        try:
+            await self._permissions(final, "555", "444")
+        except HdfsError as exc:
+            log.warning("could not make %s read-only: %s", final, exc)
+
+    async def _permissions(self, top: str, folders: str, files: str | None) -> None:
+        """SETPERMISSION on ``top`` and everything under it (``files`` None: files unchanged).
+        A folder is changed before it is listed; symbolic links are left alone."""
+        st = await self.hdfs.status(top)
+        stack = [(top, st)] if st is not None else []
+        while stack:
+            path, st = stack.pop()
+            if st["type"] == "DIRECTORY":
+                await self.hdfs._json("PUT", path, "SETPERMISSION", permission=folders)
+                stack += [(posixpath.join(path, c["pathSuffix"]), c) for c in await self.hdfs.list(path)]
+            elif st["type"] == "FILE" and files is not None:
+                await self.hdfs._json("PUT", path, "SETPERMISSION", permission=files)
 
     async def size(self, path: str) -> int | None:
         if await self.hdfs.status(path) is None:
@@ -93,6 +135,7 @@ class WebHdfsStorage:
         h = hashlib.sha256()
         stack = [folder]
         files: list[tuple[str, str]] = []
+        size = 0
         while stack:
             d = stack.pop()
             for st in await self.hdfs.list(d):
@@ -101,6 +144,8 @@ class WebHdfsStorage:
                     stack.append(path)
                 else:
                     files.append((posixpath.relpath(path, folder), path))
+                    size += int(st.get("length", 0))
+                    check_fingerprint_size(len(files), size)
         for rel, path in sorted(files):
             ck = await self.hdfs.checksum(path)
             h.update(f"{rel}\0{ck['algorithm']}\0{ck['bytes']}\0".encode())

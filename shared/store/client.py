@@ -7,6 +7,11 @@ from dataclasses import dataclass
 from pymongo import ASCENDING, AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
+from pymongo.errors import ConnectionFailure
+
+# What ``connect`` raises while the server cannot be reached (down, restarting, no
+# primary): worth waiting for, unlike a bad URL or refused credentials.
+UNREACHABLE: tuple[type[BaseException], ...] = (ConnectionFailure, OSError)
 
 INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
     "datasets": [
@@ -17,7 +22,8 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
         # scraper (READY / stale PROCESSING), poller (SUBMITTED/RUNNING due), settle, window.
         ([("state", ASCENDING), ("updated_at", ASCENDING)], {}),
         ([("state", ASCENDING), ("next_poll_at", ASCENDING)], {}),
-        ([("workflow_id", ASCENDING)], {}),
+        # A workflow's actions, and those in one state (kill, settle): both index-served.
+        ([("workflow_id", ASCENDING), ("state", ASCENDING)], {}),
         ([("created_at", ASCENDING)], {}),
     ],
     "history_buckets": [([("res", ASCENDING), ("start", ASCENDING)], {})],
@@ -59,9 +65,15 @@ class Store:
 
 
 async def connect(url: str, db_name: str, *, indexes: bool = True) -> Store:
+    """A connected store. Raises one of ``UNREACHABLE`` (after the server selection
+    timeout) if the server cannot be reached; the caller decides whether to wait."""
     client: AsyncMongoClient = AsyncMongoClient(url, serverSelectionTimeoutMS=10_000, tz_aware=True)
-    await client.admin.command("ping")
-    store = Store(client=client, db=client[db_name])
-    if indexes:
-        await store.ensure_indexes()
+    try:
+        await client.admin.command("ping")
+        store = Store(client=client, db=client[db_name])
+        if indexes:
+            await store.ensure_indexes()
+    except BaseException:
+        await client.close()
+        raise
     return store

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from pymongo import ReturnDocument
-from pymongo.errors import DuplicateKeyError
+from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from shared.states import DATASET_REUSABLE, DATASET_TRANSITIONS, DatasetState
 from shared.store.client import Store
@@ -73,6 +73,55 @@ async def try_reuse(store: Store, h: str, lineage: dict[str, Any], claimants: li
     return False
 
 
+async def get_many(store: Store, hashes: list[str], chunk: int = 1000) -> dict[str, dict[str, Any]]:
+    """The documents of ``hashes`` that exist, in few reads ($in on _id is index-served)."""
+    out: dict[str, dict[str, Any]] = {}
+    unique = list(dict.fromkeys(hashes))
+    for i in range(0, len(unique), chunk):
+        async for d in store.datasets.find({"_id": {"$in": unique[i : i + chunk]}}):
+            out[d["_id"]] = decode(d)
+    return out
+
+
+def new_document(
+    h: str, lineage: dict[str, Any], path: str, producer: str, leaf: bool, by: str, claimants: list[str], now: float
+) -> dict[str, Any]:
+    """A dataset seen for the first time, with ``producer`` computing it."""
+    to = D.TO_LEAF if leaf else D.TO_STORE
+    return {
+        "_id": h,
+        "hash": h,
+        "state": str(to),
+        "lineage": lineage,
+        "path": path,
+        "claims": claimants,
+        "producers": [producer],
+        "size": None,
+        "compute_seconds_total": 0.0,
+        "compute_count": 0,
+        "use_count": 1,
+        "created_at": now,
+        "updated_at": now,
+        "last_used_at": now,
+        "history": [history_entry(to, by, at=now)],
+    }
+
+
+async def create_many(store: Store, docs: list[dict[str, Any]]) -> set[str]:
+    """Insert new dataset documents in one batch; the hashes that existed already (a
+    concurrent planner created them) come back, for the caller to prepare one by one."""
+    if not docs:
+        return set()
+    try:
+        await store.datasets.insert_many(docs, ordered=False)
+    except BulkWriteError as exc:
+        dup = {e["op"]["_id"] for e in exc.details.get("writeErrors", []) if e.get("code") == 11000}
+        if len(dup) != len(exc.details.get("writeErrors", [])):
+            raise
+        return dup
+    return set()
+
+
 async def prepare_compute(
     store: Store,
     h: str,
@@ -82,35 +131,19 @@ async def prepare_compute(
     leaf: bool,
     by: str,
     claimants: list[str],
+    used_at: float | None = None,
 ) -> None:
     """Record that ``producer`` will compute dataset ``h`` (creating the document if new),
     and that ``claimants`` (its computed children) will read it: the output is then
-    protected from deletion from the moment it is stored until they have run."""
+    protected from deletion from the moment it is stored until they have run.
+    ``used_at`` is its new last use (default: now)."""
     to = D.TO_LEAF if leaf else D.TO_STORE
     for _ in range(10):
         doc = await get(store, h)
-        now = time.time()
+        now = used_at or time.time()
         if doc is None:
             try:
-                await store.datasets.insert_one(
-                    {
-                        "_id": h,
-                        "hash": h,
-                        "state": str(to),
-                        "lineage": lineage,
-                        "path": path,
-                        "claims": claimants,
-                        "producers": [producer],
-                        "size": None,
-                        "compute_seconds_total": 0.0,
-                        "compute_count": 0,
-                        "use_count": 1,
-                        "created_at": now,
-                        "updated_at": now,
-                        "last_used_at": now,
-                        "history": [history_entry(to, by)],
-                    }
-                )
+                await store.datasets.insert_one(new_document(h, lineage, path, producer, leaf, by, claimants, now))
                 return
             except DuplicateKeyError:
                 continue

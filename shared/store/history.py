@@ -40,14 +40,14 @@ def collection(store: Store):
     return store.db["history_buckets"]
 
 
-async def record(store: Store, at: float, failure: str | None = None, **counters: float) -> None:
-    """Add ``counters`` (names from COUNTERS) and one failure with its reason, at time ``at``."""
+async def record(store: Store, at: float, failure: str | None = None, failures: int = 1, **counters: float) -> None:
+    """Add ``counters`` (names from COUNTERS) and ``failures`` failures with one reason, at time ``at``."""
     inc = {k: v for k, v in counters.items() if v}
     unknown = set(inc) - set(COUNTERS)
     if unknown:
         raise ValueError(f"unknown history counters: {sorted(unknown)}")
-    if failure:
-        inc[FAILURE_PREFIX + failure] = 1
+    if failure and failures:
+        inc[FAILURE_PREFIX + failure] = failures
     if not inc:
         return
     ops = []

@@ -59,6 +59,37 @@ async def transition(
     return decode(doc)
 
 
+async def transition_many(
+    coll: AsyncCollection,
+    table: dict,
+    where: dict[str, Any],
+    target: str,
+    *,
+    by: str,
+    sources: list[str],
+    set: dict[str, Any] | None = None,
+    note: str | None = None,
+) -> int:
+    """The bulk form of ``transition``: every document matching ``where`` in one of
+    ``sources`` moves to ``target``, with its history entry, in one write per source
+    state. Each document's move is still atomic and guarded by its state; the count of
+    documents moved comes back. Callers that need the moved documents tag them in
+    ``set`` (a batch token) and read them back by it."""
+    for s in sources:
+        check(table, s, target)
+    now = time.time()
+    entry: dict[str, Any] = {"state": str(target), "at": now, "by": by}
+    if note:
+        entry["note"] = note
+    update = {"$set": {"state": str(target), "updated_at": now, **(set or {})}, "$push": {"history": entry}}
+    moved = 0
+    # One equality on state per write, not $in: equality is index-served on every store we run on.
+    for s in sources:
+        res = await coll.update_many({**where, "state": str(s)}, update)
+        moved += res.modified_count
+    return moved
+
+
 def history_entry(state: str, by: str, note: str | None = None, at: float | None = None) -> dict[str, Any]:
     entry: dict[str, Any] = {"state": str(state), "at": at if at is not None else time.time(), "by": by}
     if note:

@@ -1,9 +1,17 @@
-"""Workflow documents: their state is derived from their actions'."""
+"""Workflow documents: their state is derived from their actions'.
+
+A workflow's submitted body and its planning bookkeeping (every action id, every dataset
+hash its planning may touch) live in a separate document of ``workflow_definitions``,
+written once: the workflow document itself stays small, because on a document store
+every state change rewrites the whole document.
+"""
 
 from __future__ import annotations
 
 import time
 from typing import Any
+
+from pymongo.asynchronous.collection import AsyncCollection
 
 from shared.states import ACTION_TERMINAL, WORKFLOW_TRANSITIONS, ActionState, WorkflowState
 from shared.store.client import Store
@@ -12,10 +20,16 @@ from shared.store.transitions import transition
 W = WorkflowState
 
 
+def definitions(store: Store) -> AsyncCollection:
+    """``{_id: workflow id, body, action_ids, dataset_hashes, created_at}``."""
+    return store.db["workflow_definitions"]
+
+
 def derive(actions: list[dict[str, Any]], kill_requested: bool) -> WorkflowState | None:
-    """The workflow's final state once every action is terminal, else None."""
+    """The workflow's final state once every action is terminal, else None. A workflow
+    with no actions has not ended: its actions were never written (or were undone)."""
     states = [a["state"] for a in actions]
-    if any(s not in ACTION_TERMINAL for s in states):
+    if not states or any(s not in ACTION_TERMINAL for s in states):
         return None
     if kill_requested:
         return W.KILLED

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from pingo.emulator.hadoop_conf import to_xml
-from pingo.emulator.hdfs import HdfsError, Namespace
-from pingo.emulator.workflow_xml import ActionSpec
+from hadoop_emulator.hadoop_conf import to_xml
+from hadoop_emulator.hdfs import HdfsError, Namespace
+from hadoop_emulator.workflow_xml import ActionSpec
 
 KILL_GRACE = 5.0
 MAX_OUTPUT = 2048

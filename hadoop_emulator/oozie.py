@@ -19,11 +19,11 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from pingo.emulator.engine import Engine, OozieError
-from pingo.emulator.faults import Faults
-from pingo.emulator.hadoop_conf import ConfError, parse_configuration
-from pingo.emulator.jobs import JOB_STATUSES, Job, zone
-from pingo.emulator.notifications import Notifier
+from hadoop_emulator.engine import Engine, OozieError
+from hadoop_emulator.faults import Faults
+from hadoop_emulator.hadoop_conf import ConfError, parse_configuration
+from hadoop_emulator.jobs import JOB_STATUSES, Job, zone
+from hadoop_emulator.notifications import Notifier
 
 JSON_UTF8 = 'application/json; charset="UTF-8"'
 XML_UTF8 = 'application/xml; charset="UTF-8"'
@@ -100,7 +100,8 @@ def _parse_time(value: str) -> float | None:
 
 
 def parse_filter(text: str | None) -> dict[str, list[Any]]:
-    """A.7: ``name=value[;name=value]*``; names lower-cased; strict values (E0420)."""
+    """A jobs filter (docs/emulator.md, "Oozie"): ``name=value[;name=value]*``; names lower-cased;
+    strict values (E0420)."""
     out: dict[str, list[Any]] = {}
     if not text:
         return out

@@ -1,4 +1,5 @@
-"""WebHDFS (D): a NameNode app and a DataNode app over one :class:`Namespace`.
+"""WebHDFS (docs/hadoop-protocol.md, "WebHDFS"): a NameNode app and a DataNode app over one
+:class:`Namespace`.
 
 NameNode: ``/webhdfs/v1/<path>?op=...``. ``CREATE``, ``OPEN`` and ``GETFILECHECKSUM``
 answer a real ``307 Temporary Redirect`` to the DataNode app (``noredirect=true``: 200
@@ -6,8 +7,8 @@ answer a real ``307 Temporary Redirect`` to the DataNode app (``noredirect=true`
 ``namenoderpcaddress``, then the other parameters sorted by name. The DataNode answers
 ``CREATE`` with ``201`` and ``Location: hdfs://<rpc address><path>``.
 
-Errors are ``{"RemoteException": {"exception", "javaClassName", "message"}}`` with the D.6
-status mapping.
+Errors are ``{"RemoteException": {"exception", "javaClassName", "message"}}`` with Hadoop's
+status mapping (docs/hadoop-protocol.md, "Errors").
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from urllib.parse import quote, unquote
 
 from aiohttp import web
 
-from pingo.emulator.faults import Faults
-from pingo.emulator.hdfs import DEFAULT_USER, HdfsError, Namespace
+from hadoop_emulator.faults import Faults
+from hadoop_emulator.hdfs import DEFAULT_USER, HdfsError, Namespace
 
 PREFIX = "/webhdfs/v1"
 # Every op of each HTTP method in Hadoop 3 (an op under the wrong method is an invalid value).
@@ -315,7 +316,7 @@ class WebHdfs:
         return web.Response(status=200)
 
     def _rename2(self, src: str, dst_raw: str, overwrite: bool) -> None:
-        """``rename2`` (with ``renameoptions``): failures are exceptions (D.5)."""
+        """``rename2`` (with ``renameoptions``): failures are exceptions (docs/hadoop-protocol.md, "RENAME")."""
         try:
             dst = self.ns.normalize(dst_raw)
         except HdfsError:

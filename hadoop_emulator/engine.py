@@ -1,5 +1,6 @@
-"""The workflow engine: submission checks, the job and action lifecycles (A.6, A.8) and
-the notifications they raise (B.3).
+"""The workflow engine: submission checks, the job and action lifecycles and the
+notifications they raise (docs/hadoop-protocol.md: "Job and action states", "Managing a job",
+"Notifications"; docs/emulator.md: "Oozie").
 
 A job walks ``start -> action -> ... -> end | kill``. Starting is synchronous (the job is
 RUNNING when ``start`` returns; its first action is PREP and starts in a task, as in
@@ -18,14 +19,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from pingo.emulator import el
-from pingo.emulator.faults import Faults
-from pingo.emulator.hadoop_conf import ConfError, parse_configuration, resolve_configuration, to_xml
-from pingo.emulator.hdfs import HdfsError, Namespace
-from pingo.emulator.jobs import TERMINAL, Action, Job
-from pingo.emulator.notifications import Notifier
-from pingo.emulator.runner import ActionRunner, Outcome, hdfs_ref
-from pingo.emulator.workflow_xml import (
+from hadoop_emulator import el
+from hadoop_emulator.faults import Faults
+from hadoop_emulator.hadoop_conf import ConfError, parse_configuration, resolve_configuration, to_xml
+from hadoop_emulator.hdfs import HdfsError, Namespace
+from hadoop_emulator.jobs import TERMINAL, Action, Job
+from hadoop_emulator.notifications import Notifier
+from hadoop_emulator.runner import ActionRunner, Outcome, hdfs_ref
+from hadoop_emulator.workflow_xml import (
     DISALLOWED_PROPERTIES,
     ActionDef,
     ActionSpec,
@@ -38,7 +39,7 @@ from pingo.emulator.workflow_xml import (
     resolve_action,
 )
 
-log = logging.getLogger("pingo.emulator.engine")
+log = logging.getLogger("hadoop_emulator.engine")
 
 APP_PATH_KEYS = ("oozie.wf.application.path", "oozie.coord.application.path", "oozie.bundle.application.path")
 WORKFLOW_URL = "oozie.wf.workflow.notification.url"
@@ -131,7 +132,8 @@ class Engine:
     def submit(self, props: dict[str, str], query_user: str | None, start: bool, dryrun: bool = False) -> Job | None:
         conf = dict(props)
         if query_user:
-            conf["user.name"] = query_user  # A.1: the request user overrides the conf
+            # The request user overrides the conf (docs/hadoop-protocol.md, "Identity and errors").
+            conf["user.name"] = query_user
         present = [k for k in APP_PATH_KEYS if conf.get(k)]
         if len(present) != 1:
             raise OozieError(
@@ -515,7 +517,7 @@ class Engine:
             if a.task is not None and not a.task.done() and a.task is not asyncio.current_task():
                 a.task.cancel()
 
-    # -- management (A.6) -------------------------------------------------------------
+    # -- management (docs/hadoop-protocol.md, "Managing a job") -------------------------
     def kill(self, job: Job) -> None:
         if job.status in ("SUCCEEDED", "KILLED"):
             return  # E0725, logged only

@@ -1,4 +1,5 @@
-"""Workflow jobs and actions as Oozie keeps them, and their JSON (A.5): exactly the keys
+"""Workflow jobs and actions as Oozie keeps them, and their JSON (docs/hadoop-protocol.md,
+"Job information"): exactly the keys
 ``WorkflowJobBean.toJSONObject`` / ``WorkflowActionBean.toJSONObject`` emit, with
 RFC-822 dates in the requested time zone."""
 
@@ -11,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pingo.emulator.workflow_xml import WorkflowDef
+from hadoop_emulator.workflow_xml import WorkflowDef
 
 JOB_STATUSES = ("PREP", "RUNNING", "SUCCEEDED", "KILLED", "FAILED", "SUSPENDED")
 TERMINAL = frozenset({"SUCCEEDED", "KILLED", "FAILED"})
@@ -140,7 +141,7 @@ class Job:
         return None
 
     def to_json(self, tz: Any = None, *, listing: bool = False, actions: list[Action] | None = None) -> dict[str, Any]:
-        """The A.5 job object. ``listing``: as in ``GET /jobs`` (no appPath, conf or actions)."""
+        """The ``show=info`` job object. ``listing``: as in ``GET /jobs`` (no appPath, conf or actions)."""
         shown = [] if listing else (self.actions if actions is None else actions)
         return {
             "id": self.id,

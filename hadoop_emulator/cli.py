@@ -1,6 +1,7 @@
-"""``pingo emulate-hadoop``: serve the emulator until SIGINT/SIGTERM.
+"""The emulator's command line (``python -m hadoop_emulator``, ``pingo emulate-hadoop``):
+serve the emulator until SIGINT/SIGTERM.
 
-Every fault knob of :class:`~pingo.emulator.faults.Faults` is a flag (``--status-lag 5``,
+Every fault knob of :class:`~hadoop_emulator.faults.Faults` is a flag (``--status-lag 5``,
 ``--reorder-notifications``, ...), so the flags and the ``/emulator/faults`` JSON keys
 never drift apart.
 """
@@ -16,7 +17,7 @@ import types
 import typing
 from typing import Any
 
-from pingo.emulator.faults import Faults
+from hadoop_emulator.faults import Faults
 
 WRITE_ONLY = {"lose_notification_queue"}
 
@@ -59,7 +60,7 @@ def faults_from(args: argparse.Namespace) -> Faults:
 
 
 async def serve(args: argparse.Namespace) -> int:
-    from pingo.emulator.server import start_emulator
+    from hadoop_emulator.server import start_emulator
 
     emu = await start_emulator(
         args.root,
@@ -87,15 +88,27 @@ async def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
+def parser(prog: str = "pingo emulate-hadoop") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog, description="Run an emulated Oozie + WebHDFS (NameNode, DataNode) over a local directory."
+    )
+    add_arguments(p)
+    return p
+
+
+def run(args: argparse.Namespace, prog: str = "pingo emulate-hadoop") -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         faults_from(args)
     except ValueError as exc:
-        print(f"pingo emulate-hadoop: {exc}")
+        print(f"{prog}: {exc}")
         return 2
     try:
         return asyncio.run(serve(args))
     except OSError as exc:
-        print(f"pingo emulate-hadoop: {exc}")
+        print(f"{prog}: {exc}")
         return 1
+
+
+def main(argv: list[str] | None = None, prog: str = "pingo emulate-hadoop") -> int:
+    return run(parser(prog).parse_args(argv), prog)

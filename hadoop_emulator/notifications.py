@@ -1,8 +1,9 @@
-"""Workflow and action notifications (B), with Oozie's delivery rule: an HTTP GET with no
-body, delivered only on status 200; otherwise retried up to 3 times, each retry after
-``notification_retry_delay`` seconds (real: 60), then given up. The queue is in memory
-and independent per notification (order is not guaranteed). Faults (drop, duplicate,
-delay, reorder, lose the queue) apply as notifications are queued.
+"""Workflow and action notifications (docs/hadoop-protocol.md, "Notifications"), with
+Oozie's delivery rule: an HTTP GET with no body, delivered only on status 200; otherwise
+retried up to 3 times, each retry after ``notification_retry_delay`` seconds (real: 60),
+then given up. The queue is in memory and independent per notification (order is not
+guaranteed). Faults (drop, duplicate, delay, reorder, lose the queue) apply as
+notifications are queued.
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from pingo.emulator.faults import Faults
+from hadoop_emulator.faults import Faults
 
-log = logging.getLogger("pingo.emulator.notifications")
+log = logging.getLogger("hadoop_emulator.notifications")
 
 MAX_RETRIES = 3
 
 
 def job_url(template: str, job_id: str, status: str, parent_id: str | None) -> str:
-    """B.1: plain replacement, no URL encoding."""
+    """Tokens are replaced as plain text, without URL encoding."""
     return template.replace("$jobId", job_id).replace("$status", status).replace("$parentId", parent_id or "")
 
 

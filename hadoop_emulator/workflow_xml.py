@@ -1,7 +1,8 @@
 """Parse and validate a workflow application (``uri:oozie:workflow:0.x``) with ``java``
 and ``shell`` (``uri:oozie:shell-action:0.x``) actions, ``kill`` and ``end`` nodes.
 
-Validation follows the element order of the XSDs (C.2, C.3) and reports violations the
+Validation follows the element order of Oozie's XML schemas (docs/hadoop-protocol.md, "The
+workflow application") and reports violations the
 way the real server does: 400 ``E0701`` "XML schema error, cvc-...". Control nodes other
 than ``start``/``kill``/``end`` (``decision``, ``fork``, ``join``) and other action types
 are rejected (the emulator does not run them). ``${...}`` expressions are kept as
@@ -21,7 +22,7 @@ SHELL_NS = re.compile(r"uri:oozie:shell-action:(0\.[1-3]|1\.0)")
 SLA_NS = re.compile(r"uri:oozie:sla:.*")
 IDENTIFIER = re.compile(r"[a-zA-Z_][\-_a-zA-Z0-9]*")
 SHELL_MAIN = "org.apache.oozie.action.hadoop.ShellMain"
-# Properties an action <configuration> must not set (C.2, JA010).
+# Properties an action <configuration> must not set (Oozie fails the action: JA010).
 DISALLOWED_PROPERTIES = ("user.name", "mapreduce.job.user.name", "fs.default.name", "yarn.resourcemanager.address")
 
 Group = tuple[frozenset[str], int, int | None]

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 class Faults(BaseModel):
     model_config = ConfigDict(validate_assignment=True, extra="forbid")
 
-    # -- notifications (B.4) --------------------------------------------------------
+    # -- notifications (docs/hadoop-protocol.md, "Notifications") --------------------
     drop_notifications: float = Field(
         0.0,
         ge=0.0,

@@ -18,14 +18,14 @@ from typing import Any
 
 from aiohttp import web
 
-from pingo.emulator.engine import Engine
-from pingo.emulator.faults import Faults
-from pingo.emulator.hdfs import Namespace
-from pingo.emulator.notifications import Notifier
-from pingo.emulator.oozie import OozieApp
-from pingo.emulator.webhdfs import WebHdfs
+from hadoop_emulator.engine import Engine
+from hadoop_emulator.faults import Faults
+from hadoop_emulator.hdfs import Namespace
+from hadoop_emulator.notifications import Notifier
+from hadoop_emulator.oozie import OozieApp
+from hadoop_emulator.webhdfs import WebHdfs
 
-log = logging.getLogger("pingo.emulator")
+log = logging.getLogger("hadoop_emulator")
 WILDCARD = ("", "0.0.0.0", "::")
 
 

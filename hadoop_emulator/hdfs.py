@@ -6,7 +6,7 @@ Owner, group, permission and replication live in an in-memory side table; a path
 set them for inherits owner and group from its nearest recorded ancestor.
 
 Failures are :class:`HdfsError`, which carries the Java exception WebHDFS would report
-and the HTTP status of the D.6 mapping.
+and the HTTP status WebHDFS would answer (docs/hadoop-protocol.md, "Errors").
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ _JAVA_CLASSES = {
     "EOFException": "java.io.EOFException",
     "StandbyException": "org.apache.hadoop.ipc.StandbyException",
 }
-# D.6: IllegalArgument/UnsupportedOperation -> 400, FileNotFound -> 404, other IOExceptions -> 403.
+# IllegalArgument/UnsupportedOperation -> 400, FileNotFound -> 404, other IOExceptions -> 403.
 _STATUS = {
     "FileNotFoundException": 404,
     "IllegalArgumentException": 400,
@@ -361,7 +361,7 @@ class Namespace:
         return True
 
     def rename(self, src_or_uri: str, dst_raw: str) -> bool:
-        """Old ``FileSystem.rename`` semantics (D.5): failures are ``False``, not errors."""
+        """Old ``FileSystem.rename`` semantics (docs/hadoop-protocol.md, "RENAME"): failures are ``False``."""
         src = self.normalize(src_or_uri)
         try:
             dst = self.normalize(dst_raw)

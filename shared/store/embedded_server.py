@@ -1,0 +1,122 @@
+"""``python -m shared.store.embedded_server --data-dir DIR --socket PATH``: the embedded
+``nx-27017`` server (the MongoDB wire protocol over SQLite), on a Unix domain socket only.
+
+nx-27017 has no authentication, and its own entry point listens on TCP, where any local
+user, and any job, could read and write the whole database. This launcher builds the
+handler exactly as ``nx_27017 --data-dir DIR`` does and serves it with
+``asyncio.start_unix_server`` instead: the socket is mode 0600 in a folder of mode 0700,
+so only Pingo's own OS user can connect (see README, "What the local executor does not
+isolate", for what that user's jobs can still do).
+
+One server per data directory: the server holds an exclusive ``flock`` on
+``DIR/nx-27017.lock`` for as long as it runs. A second launcher for the same directory
+exits at once with ``SHARED`` (the other one serves it). The lock holder knows that a
+socket file left at PATH is a killed server's, and replaces it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fcntl
+import hashlib
+import logging
+import os
+import signal
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger("pingo.embedded_server")
+
+SHARED = 3  # exit status: another server holds this data directory
+SOCKET_NAME = "nx-27017.sock"  # PyMongo takes a host ending in ".sock" for a Unix socket
+MAX_SOCKET_PATH = 107  # bytes: sun_path holds 108 with the terminating NUL
+
+
+def socket_path(mongo_dir: Path) -> Path:
+    """Where the server of ``mongo_dir`` listens: in it, or, if that path is too long for a
+    Unix socket, in a private folder under the system temp dir named from the data dir's
+    digest (and the user id): one data dir, one socket; two data dirs, two sockets."""
+    inside = mongo_dir / SOCKET_NAME
+    if len(os.fsencode(inside)) <= MAX_SOCKET_PATH:
+        return inside
+    digest = hashlib.sha256(os.fsencode(mongo_dir)).hexdigest()[:32]
+    return Path(tempfile.gettempdir()) / f"pingo-{os.getuid()}-{digest}" / SOCKET_NAME
+
+
+def private_dir(path: Path) -> None:
+    """Make ``path`` (and its parents) if needed, and make sure only this user can enter
+    it: mode 0700, a real folder (not a link), owned by this user. A folder someone else
+    made (say, under /tmp, to plant a socket of their own) is refused."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise RuntimeError(f"{path} should be a folder private to this user, and is not a folder")
+    if st.st_uid != os.getuid():
+        raise RuntimeError(f"{path} should be a folder private to this user, and belongs to uid {st.st_uid}")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(path, 0o700)
+
+
+async def serve(handler: object, sock: Path) -> None:
+    from nx_27017.server import handle_client
+
+    server = await asyncio.start_unix_server(lambda r, w: handle_client(r, w, handler), path=str(sock))
+    os.chmod(sock, 0o600)  # already 0700 by the umask; the folder is 0700 too
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("nx-27017 listening on %s", sock)
+    try:
+        await stop.wait()
+    finally:
+        server.close()  # open connections are cancelled when the loop ends
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m shared.store.embedded_server", description=__doc__.split("\n")[0])
+    ap.add_argument("--data-dir", required=True, type=Path, help="one <db>.db SQLite file per database here")
+    ap.add_argument("--socket", required=True, type=Path, help="the Unix socket to listen on (ends in .sock)")
+    ap.add_argument("--log-file", type=Path, help="default: standard error")
+    args = ap.parse_args(argv)
+    os.umask(0o077)  # the databases, the log and the socket: this user's only
+    data_dir = args.data_dir.resolve()
+    private_dir(data_dir)
+    private_dir(args.socket.parent)
+    lock = open(data_dir / "nx-27017.lock", "a")  # held until the process ends
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"another nx-27017 serves {data_dir}", file=sys.stderr)
+        return SHARED
+    logging.basicConfig(
+        level=logging.INFO,
+        filename=args.log_file,
+        format="%(asctime)s - %(name)s - %(levelname)s - [%(process)d] - %(message)s",
+    )
+    from neosqlite.options import JournalMode
+    from nx_27017.handler import NeoSQLiteHandler
+
+    # What nx_27017's main() builds for ``--data-dir DIR`` (its other options at their defaults).
+    handler = NeoSQLiteHandler(
+        "nx-27017.db",
+        tokenizers=None,
+        journal_mode=JournalMode.validate("WAL"),
+        data_dir=str(data_dir),
+        single_db_compat=False,
+    )
+    args.socket.unlink(missing_ok=True)  # this process holds the lock: a socket here is a dead server's
+    try:
+        asyncio.run(serve(handler, args.socket))
+    finally:
+        args.socket.unlink(missing_ok=True)
+        handler.close_all()
+        log.info("nx-27017 stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
