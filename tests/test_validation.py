@@ -624,3 +624,15 @@ async def test_every_launcher_problem_is_listed_at_once(system):
         "actions[0].configurationParameters[1].key",
         "actions[1].additionalInput[0].value",
     }, violations
+
+
+async def test_an_action_folder_too_large_to_fingerprint_is_a_violation(system):
+    # "." is the whole action root here (the repository, virtual environment included):
+    # hashing it on every submission is refused, and nothing is stored.
+    body = {"name": "whole-root", "actions": [{**shell_action(1, "root"), "actionFolder": "."}]}
+    status, out = await system.request("POST", "/api/v1/workflows", json=body)
+    assert status == 422, out
+    [v] = out["violations"]
+    assert (v["loc"], v["field"], v["actionId"]) == ("actions[0].actionFolder", "actionFolder", 1)
+    assert "at most 5000 files" in v["message"]
+    assert await system.db.workflows.count_documents({}) == 0
