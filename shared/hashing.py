@@ -23,9 +23,10 @@ def canonical(definition: dict[str, Any]) -> str:
     return json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def lineage_hash(definition: dict[str, Any], parent_hashes: list[str]) -> str:
+def lineage_hash(lineage: dict[str, Any]) -> str:
+    """The hash of a lineage record (``lineage_of``)."""
     h = hashlib.sha256()
-    for part in (HASH_VERSION, canonical(definition), *parent_hashes):
+    for part in (HASH_VERSION, lineage["definition"], *lineage["parents"]):
         h.update(part.encode())
         h.update(b"\x1f")
     return h.hexdigest()
@@ -40,13 +41,21 @@ def definition_with(a: ActionSpec, fingerprints: dict[ActionId, str] | None) -> 
     return definition
 
 
+def lineage_of(a: ActionSpec, hashes: dict[ActionId, str], fingerprints: dict[ActionId, str] | None = None) -> dict:
+    """What an action's hash is computed from, kept beside each dataset so that reuse is
+    verified on the lineage itself (the thesis's second step), not on the hash alone:
+    its canonical definition and its parents' hashes, in argument order (by parent id),
+    or sorted for order-insensitive types, whose parents are a set. The one place this
+    rule lives: the hash and the stored lineage can never disagree."""
+    parents = [hashes[p] for p in sorted(a.parents, key=id_order)]
+    if a.type in ORDER_INSENSITIVE:
+        parents.sort()
+    return {"definition": canonical(definition_with(a, fingerprints)), "parents": parents}
+
+
 def workflow_hashes(spec: WorkflowSpec, fingerprints: dict[ActionId, str] | None = None) -> dict[ActionId, str]:
     by_id = spec.by_id()
     out: dict[ActionId, str] = {}
     for aid in nx.topological_sort(spec.graph()):
-        a = by_id[aid]
-        parents = [out[p] for p in sorted(a.parents, key=id_order)]
-        if a.type in ORDER_INSENSITIVE:
-            parents.sort()
-        out[aid] = lineage_hash(definition_with(a, fingerprints), parents)
+        out[aid] = lineage_hash(lineage_of(by_id[aid], out, fingerprints))
     return out

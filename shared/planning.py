@@ -18,7 +18,7 @@ from typing import Literal, Protocol
 
 import networkx as nx
 
-from shared.hashing import canonical, definition_with
+from shared.hashing import lineage_of
 from shared.workflow_spec import ActionId, ActionSpec, WorkflowSpec, id_order
 
 Decision = Literal["compute", "reuse"]
@@ -41,13 +41,6 @@ class PlannedAction:
     @property
     def computed(self) -> bool:
         return self.decision == "compute"
-
-
-def lineage_of(spec: ActionSpec, hashes: dict[ActionId, str], fingerprints: dict[ActionId, str] | None = None) -> dict:
-    return {
-        "definition": canonical(definition_with(spec, fingerprints)),
-        "parents": [hashes[p] for p in sorted(spec.parents, key=id_order)],
-    }
 
 
 async def plan(

@@ -6,6 +6,7 @@ the hash must follow the computation and its ancestry, and nothing else.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import os
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from shared.hashing import workflow_hashes
+from shared.planning import plan
 from shared.workflow_spec import parse_workflow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,3 +280,28 @@ def test_ancestry_is_part_of_the_hash():
     """Same definition, different inputs: not equivalent."""
     h = hashes(wf(act(1, "p"), act(2, "q"), act(3, "child", [1]), act(4, "child", [2]), act(5, "child")))
     assert len({h[3], h[4], h[5]}) == 3
+
+
+def test_swapped_map_reduce_parents_give_the_same_lineage_so_reuse_is_verified():
+    """The planner stores a lineage beside each dataset and reuses only when it matches;
+    the lineage must follow the hash's own parent rule, or an order-insensitive action
+    with its parents' ids swapped would be a "collision" and be computed again."""
+
+    class Gate:  # the planner's view of a store holding what the first workflow produced
+        def __init__(self) -> None:
+            self.stored: dict[str, dict] = {}
+
+        async def try_reuse(self, h: str, lineage: dict, claimants: list, leaf: bool) -> bool:
+            return self.stored.get(h) == lineage
+
+    first = wf(act(1, "x"), act(2, "y"), act(3, "child", [1, 2], kind="MAP_REDUCE"))
+    swapped = wf(act(2, "x"), act(1, "y"), act(3, "child", [1, 2], kind="MAP_REDUCE"))
+    gate = Gate()
+    spec, _ = parse_workflow(first)
+    planned = asyncio.run(plan(spec, workflow_hashes(spec), gate))
+    gate.stored = {p.hash: p.lineage for p in planned.values()}
+    spec, _ = parse_workflow(swapped)
+    again = asyncio.run(plan(spec, workflow_hashes(spec), gate))
+    assert {p.hash for p in again.values()} == set(gate.stored)
+    assert {aid: p.decision for aid, p in again.items()} == {1: "reuse", 2: "reuse", 3: "reuse"}
+    assert again[3].reason == "stored"
