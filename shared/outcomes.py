@@ -253,29 +253,8 @@ class Outcomes:
                 note="killed", set={"finished_at": now, "reason": "killed", "error": "killed", "kill_batch": batch},
             )  # fmt: skip
 
-        # WAITING and READY can only move on to PROCESSING, so ending them first, then
-        # flagging what is in flight (a submitter will not submit a flagged action, and kills
-        # the job of one flagged after it submitted), then ending PROCESSING leaves no gap.
-        moved = await end([A.WAITING, A.READY])
-        for s in (A.PROCESSING, A.SUBMITTED, A.RUNNING):
-            await store.actions.update_many(
-                {"workflow_id": workflow_id, "state": str(s)}, {"$set": {"kill_requested": True, "next_poll_at": now}}
-            )
-        moved += await end([A.PROCESSING, A.READY])  # READY again: a submit error sends an action back there
-        if moved:
-            mine = {"workflow_id": workflow_id, "state": str(A.KILLED), "kill_batch": batch}
-            killed = [a async for a in store.actions.find(mine)]
-            await self.release_many(killed, "killed")
-            await history.record(store, now, failure="killed", failures=len(killed))
-            for a in killed:
-                await self.publish(EventType.ACTION_KILLED, a, reason="killed")
-        running = [
-            a
-            for s in (A.SUBMITTED, A.RUNNING)
-            async for a in store.actions.find({"workflow_id": workflow_id, "state": str(s)}, {"job_id": 1})
-            if a.get("job_id")
-        ]
         limit = asyncio.Semaphore(KILL_CONCURRENCY)
+        stopped: set[str] = set()
 
         async def stop(job_id: str) -> None:
             async with limit:
@@ -284,7 +263,38 @@ class Outcomes:
                 except Exception:
                     log.warning("asking the executor to kill %s failed; the poller asks again", job_id, exc_info=True)
 
-        await asyncio.gather(*(stop(a["job_id"]) for a in running))
+        async def flag_and_stop() -> None:
+            # In-flight actions are flagged (a submitter will not submit a flagged action, and
+            # kills the job of one flagged after it submitted); running jobs are asked to stop,
+            # and the poller (due at once) ends them KILLED.
+            for s in (A.PROCESSING, A.SUBMITTED, A.RUNNING):
+                await store.actions.update_many(
+                    {"workflow_id": workflow_id, "state": str(s)},
+                    {"$set": {"kill_requested": True, "next_poll_at": now}},
+                )
+            jobs = [
+                a["job_id"]
+                for s in (A.SUBMITTED, A.RUNNING)
+                async for a in store.actions.find({"workflow_id": workflow_id, "state": str(s)}, {"job_id": 1})
+                if a.get("job_id") and a["job_id"] not in stopped
+            ]
+            stopped.update(jobs)
+            await asyncio.gather(*(stop(j) for j in jobs))
+
+        # Running jobs first: they are what costs while a kill is applied. Then WAITING and
+        # READY, which can only move on to PROCESSING; then, once more, what reached
+        # PROCESSING or beyond meanwhile; then PROCESSING. No action slips through.
+        await flag_and_stop()
+        moved = await end([A.WAITING, A.READY])
+        await flag_and_stop()
+        moved += await end([A.PROCESSING, A.READY])  # READY again: a submit error sends an action back there
+        if moved:
+            mine = {"workflow_id": workflow_id, "state": str(A.KILLED), "kill_batch": batch}
+            killed = [a async for a in store.actions.find(mine)]
+            await self.release_many(killed, "killed")
+            await history.record(store, now, failure="killed", failures=len(killed))
+            for a in killed:
+                await self.publish(EventType.ACTION_KILLED, a, reason="killed")
         await store.workflows.update_one({"_id": workflow_id}, {"$set": {"kill_applied": True}})
         await self.settle(workflow_id)
 
