@@ -12,7 +12,6 @@ not isolate" for what a job can still reach."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import os
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 
 from shared.executors.base import JobRequest, JobState, JobStatus
+from shared.storage.names import path_name
 from shared.workflow_spec import ActionType
 
 log = logging.getLogger(__name__)
@@ -31,12 +31,9 @@ HEARTBEAT_TIMEOUT = 15.0
 
 
 def job_name(external_id: str) -> str:
-    """The job's folder name: a readable prefix of the external id, and a digest of all of
-    it, so that ids differing only in characters a name cannot hold ("a b", "a_b") or
-    beyond the prefix never share a job."""
-    readable = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in external_id[:48])
-    digest = hashlib.sha256(external_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{readable.lstrip('.')}-{digest}"
+    """The job's folder name: ids differing in characters a name cannot hold ("a b",
+    "a_b"), or beyond the readable prefix, never share a job."""
+    return path_name(external_id)
 
 
 def _legacy_job_name(external_id: str) -> str:

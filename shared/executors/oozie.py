@@ -16,6 +16,7 @@ from xml.etree import ElementTree as ET
 from shared.executors.base import JobRequest, JobState, JobStatus
 from shared.hadoop.oozie import TERMINAL, Oozie, OozieError
 from shared.hadoop.webhdfs import WebHdfs
+from shared.storage.names import path_name
 from shared.workflow_spec import ActionType
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ class OozieExecutor:
     async def submit(self, job: JobRequest) -> str:
         if existing := await self.oozie.find(job.external_id):
             return existing  # submitted before (the submitter died before recording it)
-        app_dir = posixpath.join(self.apps_root, _safe(job.external_id))
+        app_dir = posixpath.join(self.apps_root, path_name(job.external_id))
         await self.hdfs.mkdirs(app_dir)
         await self.hdfs.create(posixpath.join(app_dir, "workflow.xml"), await self.workflow_xml(job), overwrite=True)
         properties = {

@@ -21,15 +21,9 @@ import uuid
 from pathlib import Path
 
 from shared.storage.base import ATTEMPTS_DIR, Entry, check_fingerprint_size
+from shared.storage.names import path_name
 
 log = logging.getLogger(__name__)
-
-
-def _safe(name: str) -> str:
-    """A form of ``name`` a path can hold: a readable prefix and a digest of all of it, so
-    that names differing only in other characters ("a b", "a_b") never share a path."""
-    readable = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in name[:48])
-    return f"{readable}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
 
 def _walk(top: Path):
@@ -137,7 +131,7 @@ class LocalStorage:
 
     def attempt_path(self, final: str, action_id: str, attempt: int) -> str:
         parent = Path(final).parent / ATTEMPTS_DIR
-        return str(parent / f"{Path(final).name}.{_safe(action_id)}.{attempt}")
+        return str(parent / f"{Path(final).name}.{path_name(action_id)}.{attempt}")
 
     async def prepare(self, attempt: str) -> None:
         await asyncio.to_thread(self._prepare, Path(attempt))

@@ -15,15 +15,9 @@ import uuid
 
 from shared.hadoop.webhdfs import FileNotFound, HdfsError, WebHdfs
 from shared.storage.base import ATTEMPTS_DIR, Entry, check_fingerprint_size
+from shared.storage.names import path_name
 
 log = logging.getLogger(__name__)
-
-
-def _safe(name: str) -> str:
-    """A form of ``name`` a path can hold: a readable prefix and a digest of all of it, so
-    that names differing only in other characters ("a b", "a_b") never share a path."""
-    readable = "".join(c if (c.isascii() and c.isalnum()) or c in "-_." else "_" for c in name[:48])
-    return f"{readable}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
 
 class WebHdfsStorage:
@@ -39,7 +33,7 @@ class WebHdfsStorage:
 
     def attempt_path(self, final: str, action_id: str, attempt: int) -> str:
         parent, name = posixpath.split(final)
-        return posixpath.join(parent, ATTEMPTS_DIR, f"{name}.{_safe(action_id)}.{attempt}")
+        return posixpath.join(parent, ATTEMPTS_DIR, f"{name}.{path_name(action_id)}.{attempt}")
 
     async def prepare(self, attempt: str) -> None:
         await self.hdfs.mkdirs(posixpath.dirname(attempt))
