@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shared.decision import REGISTRY, Candidate, SimplifiedHistory, get_algorithm
+from shared.eviction import REGISTRY, Candidate, Workload, get_algorithm
 
 
-def synthetic(actions: int, seed: int = 0) -> tuple[SimplifiedHistory, list[Candidate], int]:
+def synthetic(actions: int, seed: int = 0) -> tuple[Workload, list[Candidate], int]:
     rng = random.Random(seed)
     hashes: list[str] = []
     parents: dict[str, list[str]] = {}
@@ -48,7 +48,7 @@ def synthetic(actions: int, seed: int = 0) -> tuple[SimplifiedHistory, list[Cand
     leaves = {hashes[i] for i in rng.sample(range(len(hashes)), k=len(hashes) // 10)}
     stored = {c.hash for c in candidates} | leaves
     to_free = sum(c.size for c in candidates) // 10
-    return SimplifiedHistory(workflows, parents, times, stored), candidates, to_free
+    return Workload(workflows, parents, times, stored), candidates, to_free
 
 
 def main() -> None:

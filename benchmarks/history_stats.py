@@ -2,7 +2,7 @@
 
 Builds 30 and 120 days of synthetic history (a 5-action workflow every 10 minutes) in a
 fresh database on a fresh nx-27017 server (or PINGO_MONGO_URL), writing the buckets with
-the production ``shared.store.history.record``. For every resolution it then times the
+the production ``shared.store.stats.count``. For every resolution it then times the
 bucket query and a recount from the raw action documents over the whole period.
 
     python benchmarks/history_stats.py [--days 30 120] [--repeat 3]
@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shared.store import connect, history
+from shared.store import connect, stats
 from shared.store.embedded import EmbeddedMongo
 
 WORKFLOW_EVERY = 600.0
@@ -46,10 +46,8 @@ async def build(store, days: int, end: float) -> None:
                             "state": "FINISHED" if done else "REUSED", "finished_at": t + 60 if done else None,
                             "seconds": secs[i] if done else None, "size": sizes[i] if done else None})  # fmt: skip
         # One record per workflow: the production function, with the workflow's counters.
-        await history.record(store, t, workflows_submitted=1, actions_reused=5 - computed)
-        await history.record(
-            store, t + 60, actions_computed=computed, compute_seconds=sum(secs), bytes_written=sum(sizes)
-        )
+        await stats.count(store, t, workflows_submitted=1, actions_reused=5 - computed)
+        await stats.count(store, t + 60, actions_computed=computed, compute_seconds=sum(secs), bytes_written=sum(sizes))
         if len(actions) >= 5000:
             await store.actions.insert_many(actions)
             actions = []
@@ -60,15 +58,15 @@ async def build(store, days: int, end: float) -> None:
 
 
 async def raw(store, resolution: str, start: float, end: float) -> dict[float, Counter]:
-    width = history.RESOLUTIONS[resolution]
+    width = stats.RESOLUTIONS[resolution]
     out: dict[float, Counter] = defaultdict(Counter)
     fields = {"created_at": 1, "finished_at": 1, "state": 1, "seconds": 1, "size": 1}
     async for a in store.actions.find({"created_at": {"$gte": start - 120, "$lt": end}}, fields):
         if a["state"] == "FINISHED" and start <= a["finished_at"] < end:
-            c = out[history.bucket_start(a["finished_at"], width)]
+            c = out[stats.bucket_start(a["finished_at"], width)]
             c.update(actions_computed=1, compute_seconds=a["seconds"], bytes_written=a["size"])
         elif a["state"] == "REUSED" and start <= a["created_at"] < end:
-            out[history.bucket_start(a["created_at"], width)]["actions_reused"] += 1
+            out[stats.bucket_start(a["created_at"], width)]["actions_reused"] += 1
     return out
 
 
@@ -102,8 +100,8 @@ async def main() -> None:
             actions = await store.actions.count_documents({})
             print(f"# {days} days: {actions} actions, built in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
             start = end - days * 86_400
-            for resolution in history.RESOLUTIONS:
-                q, buckets = await timed(partial(history.query, store, resolution, start, end), args.repeat)
+            for resolution in stats.RESOLUTIONS:
+                q, buckets = await timed(partial(stats.query, store, resolution, start, end), args.repeat)
                 r, counted = await timed(partial(raw, store, resolution, start, end), args.repeat)
                 assert sum(b["actions_computed"] for b in buckets) == sum(
                     c["actions_computed"] for c in counted.values()

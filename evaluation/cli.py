@@ -71,7 +71,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from evaluation.parameters import ParamsError, load_params, shipped
     from evaluation.plots import plot
     from evaluation.progress import Progress
-    from shared.decision import REGISTRY
+    from shared.eviction import REGISTRY
 
     experiments = [1, 2] if args.experiment == "all" else [int(args.experiment)]
     seeds = args.seeds if args.seeds is not None else (2 if args.quick else 5)
@@ -138,7 +138,7 @@ def run_whatif(args: argparse.Namespace) -> int:
     from evaluation.units import parse_date, parse_size
     from evaluation.whatif import render, what_if
     from shared.config import Settings
-    from shared.decision import get_algorithm
+    from shared.eviction import get_algorithm
 
     try:
         capacity = parse_size(args.capacity) if args.capacity is not None else None

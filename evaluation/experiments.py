@@ -24,7 +24,7 @@ from evaluation.ideal import ideal_seconds
 from evaluation.parameters import GeneratorParams
 from evaluation.progress import Progress
 from evaluation.simulator import MB, PreparedWorkflow, SimulationResult, no_reuse_seconds, prepare, simulate
-from shared.decision import REGISTRY
+from shared.eviction import REGISTRY
 
 REFERENCES = ("no-reuse", "unlimited", "ideal")
 X_LABEL = {1: "storage_mb", 2: "previous_share"}

@@ -1,5 +1,5 @@
 """Replays a workflow history under a storage budget with the production planner
-(``shared.planning.plan``) and the production decision algorithms (``shared.decision``).
+(``shared.planning.plan``) and the production decision algorithms (``shared.eviction``).
 
 For each workflow, in order: hash it (``shared.hashing.workflow_hashes``), plan it against
 the datasets present (an in-memory ``DatasetGate``), charge the compute time of the
@@ -15,7 +15,7 @@ The decision runs once after each workflow, when every action has ended: this is
 thesis's protocol (each workflow waits for the previous one) with the decision at the
 only point where the system is quiet. Production also wakes the decision service each
 time a dataset is stored, i.e. in the middle of a workflow, when the running workflow's
-datasets are claimed; tests/test_evaluation_system.py holds the decision lease while a
+datasets are claimed; tests/system/test_evaluation_system.py holds the decision lease while a
 workflow runs so that the real system decides at the same points as this simulator.
 
 Budget: usage is the bytes of STORED datasets; past ``threshold x capacity`` the
@@ -31,8 +31,8 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.decision import Algorithm, Candidate, SimplifiedHistory, get_algorithm
-from shared.decision.budget import bytes_to_free
+from shared.eviction import Algorithm, Candidate, Workload, get_algorithm
+from shared.eviction.budget import bytes_to_free
 from shared.hashing import workflow_hashes
 from shared.planning import plan
 from shared.workflow_spec import ActionId, ActionSpec, WorkflowSpec, parse_workflow
@@ -272,7 +272,7 @@ def decide(ds: Datasets, algo: Algorithm, window: Window, parents: dict[str, lis
     """The decision service's ``run_once`` over the in-memory datasets."""
     candidates = ds.candidates()
     # Present = STORED or LEAF (a live view: the algorithm only reads it).
-    history = SimplifiedHistory(list(window.workflows), parents, ds.mean, ds.leaf.keys())
+    history = Workload(list(window.workflows), parents, ds.mean, ds.leaf.keys())
     chosen = algo.select(history, candidates, to_free)
     allowed = {c.hash for c in candidates}
     wrong = [h for h in chosen if h not in allowed]

@@ -21,8 +21,10 @@ from typing import Any
 
 from evaluation.simulator import Cost, PreparedWorkflow, no_reuse_seconds, prepare_one, simulate
 from shared.config import Settings
-from shared.decision import REGISTRY, get_algorithm
+from shared.eviction import REGISTRY, get_algorithm
 from shared.store import Store, connect
+from shared.store import datasets as ds
+from shared.store.actions import of_workflows
 from shared.store.embedded import EmbeddedMongo
 from shared.store.workflows import definitions
 
@@ -81,15 +83,10 @@ async def load_recorded(store: Store, since: float | None = None) -> Recorded:
     ids = [w["_id"] for w in kept]
     by_workflow: dict[str, list[dict[str, Any]]] = defaultdict(list)
     fields = {"workflow_id": 1, "local_id": 1, "hash": 1, "decision": 1, "seconds": 1, "size": 1, "managed": 1}
-    async for a in store.actions.find({"workflow_id": {"$in": ids}}, fields):
+    async for a in of_workflows(store, ids, fields):
         by_workflow[a["workflow_id"]].append(a)
     hashes = {a["hash"] for acts in by_workflow.values() for a in acts}
-    datasets = {
-        d["_id"]: d
-        async for d in store.datasets.find(
-            {"_id": {"$in": list(hashes)}}, {"size": 1, "compute_seconds_total": 1, "compute_count": 1}
-        )
-    }
+    datasets = await ds.get_many(store, hashes, {"size": 1, "compute_seconds_total": 1, "compute_count": 1})
     measured: dict[str, list[float]] = defaultdict(list)
     sizes: dict[str, list[int]] = defaultdict(list)
     for acts in by_workflow.values():
@@ -110,8 +107,9 @@ async def load_recorded(store: Store, since: float | None = None) -> Recorded:
         def price(action: Any, h: str, acts: dict[Any, dict[str, Any]] = acts, prices: dict = prices) -> Cost:
             a = acts.get(action.id, {})
             d = datasets.get(h, {})
-            count = int(d.get("compute_count") or 0)
-            seconds = float(d.get("compute_seconds_total") or 0.0) / count if count else _mean(measured.get(h, []))
+            seconds = ds.mean_seconds(d)
+            if seconds is None:
+                seconds = _mean(measured.get(h, []))
             if not a.get("managed", True) and a.get("seconds") is not None:
                 seconds = float(a["seconds"])  # an unmanaged output has no dataset: its own run
             size = d.get("size")

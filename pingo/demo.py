@@ -15,7 +15,7 @@ from pingo.client import ApiError, Client
 from pingo.dev import all_services
 from pingo.display import watch
 from shared.config import Settings
-from shared.runtime import Context, configure_logging
+from shared.runtime import Context, configure_logging, running
 
 
 async def run_demo(args: argparse.Namespace) -> int:
@@ -29,14 +29,10 @@ async def run_demo(args: argparse.Namespace) -> int:
     print(
         f"Starting Pingo (all five services, embedded MongoDB, data in {settings.data_dir.resolve()}) ...", flush=True
     )
-    ctx = await Context.open(settings)
-    services = all_services(ctx)
-    for s in services:
-        await s.start()
     url = f"http://{settings.host}:{settings.port}"
     rows = []
     ok = True
-    try:
+    async with running(await Context.open(settings), all_services):
         async with Client(url) as client:
             for run in (1, 2):
                 for f in files:
@@ -68,8 +64,4 @@ async def run_demo(args: argparse.Namespace) -> int:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 asyncio.get_running_loop().add_signal_handler(sig, stop.set)
             await stop.wait()
-    finally:
-        for s in reversed(services):
-            await s.stop()
-        await ctx.close()
     return 0 if ok else 1

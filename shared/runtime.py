@@ -11,7 +11,8 @@ import logging
 import re
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -22,7 +23,8 @@ from shared.bus import Bus, make_bus
 from shared.config import Settings
 from shared.executors.base import Executor
 from shared.executors.factory import make_executor
-from shared.outcomes import Outcomes
+from shared.lifecycle.ending import Outcomes
+from shared.lifecycle.moves import Mover
 from shared.storage import Storage, make_storage
 from shared.store import Store, connect
 from shared.store.client import UNREACHABLE as STORE_UNREACHABLE
@@ -82,8 +84,12 @@ class Context:
     embedded: EmbeddedMongo | None = None
     closers: list = field(default_factory=list)
 
+    def mover(self, by: str) -> Mover:
+        """The guarded writer with its effects, publishing as service ``by``."""
+        return Mover(self.store, self.bus, by)
+
     def outcomes(self, by: str) -> Outcomes:
-        return Outcomes(self.store, self.storage, self.bus, self.executor, by, self.settings.stale_after)
+        return Outcomes(self.store, self.storage, self.mover(by), self.executor, by, self.settings.stale_after)
 
     @classmethod
     async def open(cls, settings: Settings) -> Context:
@@ -164,6 +170,25 @@ def configure_logging(level: str = "INFO") -> None:
         logging.getLogger(name).addFilter(throttle)
 
 
+@asynccontextmanager
+async def running(ctx: Context, services_of: Callable[[Context], list[Service]]) -> AsyncIterator[list[Service]]:
+    """The services ``services_of(ctx)``, started in order; on leaving (or if one fails to
+    start) each is stopped, in reverse order, and ``ctx`` closed. ``pingo dev``, ``pingo
+    serve``, ``python -m services.<name>``, the demo and the tests all start services so."""
+    try:
+        services = services_of(ctx)
+        try:
+            for s in services:
+                await s.start()
+                log.info("%s started", s.name)
+            yield services
+        finally:
+            for s in reversed(services):
+                await s.stop()
+    finally:
+        await ctx.close()
+
+
 async def serve(services_of, settings: Settings | None = None) -> None:
     """Open a context, start the given services on it and run until SIGINT/SIGTERM."""
     settings = settings or Settings()
@@ -183,17 +208,8 @@ async def serve(services_of, settings: Settings | None = None) -> None:
             await result.close()
         log.info("stopped before the store and the broker could be reached")
         return
-    ctx = opening.result()
-    services = services_of(ctx)
-    try:
-        for s in services:
-            await s.start()
-            log.info("%s started", s.name)
+    async with running(opening.result(), services_of):
         await stop.wait()
-    finally:
-        for s in reversed(services):
-            await s.stop()
-        await ctx.close()
 
 
 def run_service(factory, argv: list[str] | None = None) -> None:

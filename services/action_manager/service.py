@@ -15,14 +15,13 @@ import socket
 import time
 import urllib.parse
 import uuid
-from typing import Any
 
 from shared.events import Event, EventType
 from shared.executors.base import JobRequest
 from shared.runtime import Context
-from shared.states import ACTION_TRANSITIONS, ActionState
-from shared.store import history
-from shared.store.transitions import transition
+from shared.states import ActionState
+from shared.store import actions as acts
+from shared.store.actions import ActionDoc
 from shared.ticker import Ticker, cancel_all, forever
 
 log = logging.getLogger(__name__)
@@ -36,9 +35,10 @@ class ActionManager:
         self.ctx = ctx
         self.settings = ctx.settings
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(self.settings.queue_size)
+        self.queue: asyncio.Queue[ActionDoc] = asyncio.Queue(self.settings.queue_size)
         self.ticker = Ticker(self.settings.scrape_interval)
         self.outcomes = ctx.outcomes(self.name)
+        self.mover = self.outcomes.mover
         self.tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
@@ -65,37 +65,22 @@ class ActionManager:
             await self.queue.put(action)
         return len(claimed) >= room
 
-    async def claim(self, limit: int) -> list[dict[str, Any]]:
-        now = time.time()
-        stale = now - self.settings.stale_after
-        actions = self.ctx.store.actions
-        candidates = [
-            a
-            async for a in actions.find({"state": A.READY}, {"lease_at": 1, "state": 1})
-            .sort("updated_at", 1)
-            .limit(limit)
-        ]
+    async def claim(self, limit: int) -> list[ActionDoc]:
+        stale = time.time() - self.settings.stale_after
+        store, fields = self.ctx.store, {"lease_at": 1, "state": 1}
+        candidates = await acts.in_state(store, A.READY, fields=fields, sort="updated_at", limit=limit)
         if len(candidates) < limit:
-            candidates += [
-                a
-                async for a in actions.find(
-                    {"state": A.PROCESSING, "lease_at": {"$lt": stale}}, {"lease_at": 1, "state": 1}
-                ).limit(limit - len(candidates))
-            ]
+            candidates += await acts.in_state(
+                store, A.PROCESSING, {"lease_at": {"$lt": stale}}, fields, limit=limit - len(candidates)
+            )
         out = []
         for c in candidates:
             where = {} if c["state"] == A.READY else {"lease_at": c["lease_at"]}
-            res = await transition(
-                actions,
-                ACTION_TRANSITIONS,
-                c["_id"],
-                A.PROCESSING,
-                by=self.owner,
-                sources=[c["state"]],
-                where=where,
+            res = await self.mover.action(
+                c["_id"], A.PROCESSING, by=self.owner, sources=[c["state"]], where=where,
                 set={"lease_owner": self.owner, "lease_at": time.time()},
                 note=None if c["state"] == A.READY else "stale lease taken over",
-            )
+            )  # fmt: skip
             if res is not None:
                 out.append(res)
         return out
@@ -112,15 +97,13 @@ class ActionManager:
             finally:
                 self.queue.task_done()
 
-    async def submit(self, action: dict[str, Any]) -> None:
+    async def submit(self, action: ActionDoc) -> None:
         store, storage, executor = self.ctx.store, self.ctx.storage, self.ctx.executor
         attempt = int(action.get("attempt", 0)) + 1
         external_id = f"{action['_id']}#{attempt}"
         attempt_path = storage.attempt_path(action["output_path"], action["_id"], attempt)
         now = time.time()
-        res = await transition(
-            store.actions,
-            ACTION_TRANSITIONS,
+        res = await self.mover.action(
             action["_id"],
             A.SUBMITTED,
             by=self.owner,
@@ -172,53 +155,30 @@ class ActionManager:
         if self.settings.fault_crash_after_submit:
             log.critical("fault injection: exiting after submitting %s as %s, before recording it", external_id, job_id)
             os._exit(137)
-        done = await store.actions.find_one_and_update(
-            {"_id": res["_id"], "state": A.SUBMITTED, "external_id": external_id},
-            {"$set": {"job_id": job_id}},
-        )
-        if done is None:
-            # Killed while we were submitting: make sure the job does not run on.
-            await executor.kill(job_id)
-            return
-        await self.outcomes.publish(EventType.ACTION_SUBMITTED, res, job_id=job_id, attempt=attempt)
-        if done.get("kill_requested"):
-            await executor.kill(job_id)
+        done = await acts.record_job(store, res["_id"], external_id, job_id)
+        if done is not None:
+            await self.mover.publish(EventType.ACTION_SUBMITTED, "action", res, job_id=job_id, attempt=attempt)
+        # Killed while we were submitting (no longer SUBMITTED, or flagged): the job must not run on.
+        await self.outcomes.stop_if_killed(done, job_id)
 
-    def notify_url(self, action: dict[str, Any]) -> str:
+    def notify_url(self, action: ActionDoc) -> str:
         base = self.settings.callback_url.rstrip("/")
         # An action id may hold what a URL path cannot (a space, '#'): percent-encoded.
         path = urllib.parse.quote(action["_id"], safe="")
         return f"{base}/callback/{path}?secret={action['secret']}&jobId=$jobId&status=$status"
 
-    async def submit_failed(self, action: dict[str, Any], external_id: str, exc: Exception) -> None:
+    async def submit_failed(self, action: ActionDoc, external_id: str, exc: Exception) -> None:
+        """Back to READY, counted; past the retry ceiling the action ends FAILED, by the
+        one ending protocol."""
         errors = int(action.get("submit_errors", 0)) + 1
         message = f"submit failed ({errors}/{self.settings.submit_retry_ceiling}): {exc}"
         log.warning("%s: %s", action["_id"], message)
-        ceiling = errors >= self.settings.submit_retry_ceiling
-        target = A.FAILED if ceiling else A.READY
-        if ceiling:
-            await self.outcomes.release(action, "submit_failed")
-            await self.outcomes.end_descendants(action)
-        res = await transition(
-            self.ctx.store.actions,
-            ACTION_TRANSITIONS,
-            action["_id"],
-            target,
-            by=self.owner,
-            sources=[A.SUBMITTED],
-            where={"external_id": external_id},
-            set={
-                "submit_errors": errors,
-                "error": message,
-                **({"reason": "submit_failed", "finished_at": time.time()} if ceiling else {}),
-            },
-            note=message,
-        )
-        if res is None:
-            return
-        if ceiling:
-            await history.record(self.ctx.store, res["finished_at"], failure="submit_failed")
-            await self.outcomes.publish(EventType.ACTION_FAILED, res, error=message, reason="submit_failed")
-            await self.outcomes.settle(res["workflow_id"])
+        guard = {"sources": [A.SUBMITTED], "where": {"external_id": external_id}, "note": message}
+        if errors >= self.settings.submit_retry_ceiling:
+            await self.outcomes.end(
+                action, A.FAILED, "submit_failed", message, by=self.owner, set={"submit_errors": errors}, **guard
+            )
         else:
-            await self.outcomes.publish(EventType.ACTION_READY, res)
+            await self.mover.action(
+                action["_id"], A.READY, by=self.owner, set={"submit_errors": errors, "error": message}, **guard
+            )

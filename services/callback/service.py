@@ -14,14 +14,14 @@ import hmac
 import logging
 import secrets
 import time
-from typing import Any
 
 from aiohttp import web
 
-from shared.events import EventType
 from shared.runtime import Context, health
-from shared.states import ACTION_TRANSITIONS, ActionState, WorkflowState
-from shared.store.transitions import transition
+from shared.states import ActionState, WorkflowState
+from shared.store import actions as acts
+from shared.store import workflows as wfs
+from shared.store.actions import ActionDoc
 from shared.ticker import Ticker, cancel_all, forever
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,7 @@ class CallbackService:
         self.ctx = ctx
         self.settings = ctx.settings
         self.outcomes = ctx.outcomes(self.name)
+        self.mover = self.outcomes.mover
         self.poll_ticker = Ticker(min(1.0, self.settings.poll_interval))
         self.repair_ticker = Ticker(self.settings.settle_interval)
         self.tasks: list[asyncio.Task] = []
@@ -62,7 +63,7 @@ class CallbackService:
 
     async def on_callback(self, request: web.Request) -> web.Response:
         action_id = request.match_info["action_id"]
-        action = await self.ctx.store.actions.find_one({"_id": action_id}, {"secret": 1})
+        action = await acts.get(self.ctx.store, action_id, {"secret": 1})
         expected = action.get("secret") if action is not None else None
         # An unknown action and a wrong secret get the same answer: it must not tell which
         # ids exist. An action with no secret (REUSED, SKIPPED: never run) takes no callback.
@@ -79,7 +80,7 @@ class CallbackService:
 
     async def confirm(self, action_id: str, job_id: str | None) -> None:
         try:
-            action = await self.ctx.store.actions.find_one({"_id": action_id})
+            action = await acts.get(self.ctx.store, action_id)
             if action is None or (job_id and action.get("job_id") and job_id != action["job_id"]):
                 return  # a late notification about an earlier attempt
             await self.outcomes.check(action)
@@ -91,77 +92,53 @@ class CallbackService:
 
     async def poll(self) -> bool:
         now = time.time()
-        actions = self.ctx.store.actions
+        store = self.ctx.store
         due = [
             a
-            async for a in actions.find({"state": {"$in": [A.SUBMITTED, A.RUNNING]}, "next_poll_at": {"$lte": now}})
-            .sort("next_poll_at", 1)
-            .limit(100)
+            for s in (A.SUBMITTED, A.RUNNING)
+            for a in await acts.in_state(store, s, {"next_poll_at": {"$lte": now}}, sort="next_poll_at", limit=100)
         ]
+        due.sort(key=lambda a: a["next_poll_at"])
+        due = due[:100]
         for a in due:
-            polls = int(a.get("poll_count", 0))
-            claimed = await actions.find_one_and_update(
-                {"_id": a["_id"], "state": a["state"], "next_poll_at": a["next_poll_at"]},
-                {"$set": {"next_poll_at": now + self.backoff(polls + 1)}, "$inc": {"poll_count": 1}},
-            )
-            if claimed is None:
+            if not await acts.claim_poll(store, a, now + self.backoff(int(a.get("poll_count", 0)) + 1)):
                 continue
             try:
                 if not a.get("job_id"):
                     await self.recover_unrecorded(a)
                 else:
-                    if a.get("kill_requested"):
-                        await self.ctx.executor.kill(a["job_id"])
+                    await self.outcomes.stop_if_killed(a, a["job_id"])
                     await self.outcomes.check(a)
             except Exception:
                 log.exception("polling %s failed; will retry", a["_id"])
         return len(due) >= 100
 
-    async def recover_unrecorded(self, action: dict[str, Any]) -> None:
+    async def recover_unrecorded(self, action: ActionDoc) -> None:
         """SUBMITTED with no job id: its submitter died between submitting and recording."""
         if time.time() - float(action.get("submitted_at", 0)) < self.settings.stale_after:
             return
         job_id = await self.ctx.executor.find(action["external_id"])
         if job_id is not None:
-            await self.ctx.store.actions.update_one(
-                {"_id": action["_id"], "state": A.SUBMITTED, "external_id": action["external_id"]},
-                {"$set": {"job_id": job_id}},
-            )
+            await acts.record_job(self.ctx.store, action["_id"], action["external_id"], job_id)
             return
-        await transition(
-            self.ctx.store.actions,
-            ACTION_TRANSITIONS,
-            action["_id"],
-            A.READY,
-            by=self.name,
-            sources=[A.SUBMITTED],
-            where={"external_id": action["external_id"], "job_id": None},
-            note="submitter lost before the job existed",
-        )
+        await self.mover.action(
+            action["_id"], A.READY, by=self.name, sources=[A.SUBMITTED],
+            where={"external_id": action["external_id"], "job_id": None}, note="submitter lost before the job existed",
+        )  # fmt: skip
 
     async def repair(self) -> bool:
         """Finish what a crash interrupted: children left WAITING with no pending parent,
-        workflows whose actions all ended."""
+        kills not fully applied, workflows whose actions all ended."""
         store = self.ctx.store
-        async for a in store.actions.find({"state": A.WAITING, "pending_parents": {"$size": 0}}, {"_id": 1}):
-            res = await transition(
-                store.actions,
-                ACTION_TRANSITIONS,
-                a["_id"],
-                A.READY,
-                by=self.name,
-                sources=[A.WAITING],
-                where={"pending_parents": {"$size": 0}},
+        for a in await acts.in_state(store, A.WAITING, {"pending_parents": {"$size": 0}}, {"_id": 1}):
+            await self.mover.action(
+                a["_id"], A.READY, by=self.name, sources=[A.WAITING], where={"pending_parents": {"$size": 0}}
             )
-            if res:
-                await self.outcomes.publish(EventType.ACTION_READY, res)
         # Kills whose applier (a gateway) died before it finished: applied again, idempotently.
         grace = time.time() - self.settings.settle_interval
-        async for wf in store.workflows.find(
-            {"state": WorkflowState.RUNNING, "kill_applied": False}, {"kill_requested_at": 1}
-        ):
+        for wf in await wfs.in_state(store, WorkflowState.RUNNING, {"kill_requested_at": 1}, kill_applied=False):
             if float(wf.get("kill_requested_at") or 0) < grace:
                 await self.outcomes.kill_workflow(wf["_id"])
-        async for wf in store.workflows.find({"state": WorkflowState.RUNNING}, {"_id": 1}):
-            await self.outcomes.settle(wf["_id"])
+        for wf in await wfs.in_state(store, WorkflowState.RUNNING, {"_id": 1}):
+            await self.mover.settle(wf["_id"])
         return False

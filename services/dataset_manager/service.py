@@ -17,12 +17,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from shared.events import Event, EventType, Subject
+from shared.events import Event, EventType
 from shared.runtime import Context
-from shared.states import ACTION_IN_FLIGHT, DATASET_TRANSITIONS, DatasetState
+from shared.states import ACTION_IN_FLIGHT, DatasetState
 from shared.storage.base import ATTEMPTS_DIR
-from shared.store import history
-from shared.store.transitions import transition
+from shared.store import actions as acts
+from shared.store import datasets as ds
 from shared.ticker import Ticker, cancel_all, forever
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ class DatasetManager:
         self.settings = ctx.settings
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(self.settings.queue_size)
+        self.mover = ctx.mover(self.name)
         self.ticker = Ticker(self.settings.scrape_interval)
         self.sweep_ticker = Ticker(self.settings.orphan_sweep_interval)
         self.tasks: list[asyncio.Task] = []
@@ -81,9 +82,7 @@ class DatasetManager:
             # A stale DELETING is taken over as DELETING: deleting again is harmless.
             target = D.DELETING if state == D.DELETING else D.PROCESSING
             where = UNCLAIMED if state == D.STORED_TO_DELETE else {"lease_at": d["lease_at"]}
-            res = await transition(
-                datasets,
-                DATASET_TRANSITIONS,
+            res = await self.mover.dataset(
                 d["_id"],
                 target,
                 by=self.owner,
@@ -110,12 +109,9 @@ class DatasetManager:
                 self.queue.task_done()
 
     async def delete(self, d: dict[str, Any]) -> None:
-        datasets = self.ctx.store.datasets
         mine = {"lease_owner": self.owner, "lease_at": d["lease_at"]}
         if d["state"] == D.PROCESSING:
-            d = await transition(
-                datasets,
-                DATASET_TRANSITIONS,
+            d = await self.mover.dataset(
                 d["_id"],
                 D.DELETING,
                 by=self.owner,
@@ -128,9 +124,7 @@ class DatasetManager:
             await self.ctx.storage.delete(d["path"])
         except Exception as exc:
             log.warning("could not delete %s: %s; back to STORED_TO_DELETE", d["path"], exc)
-            await transition(
-                datasets,
-                DATASET_TRANSITIONS,
+            await self.mover.dataset(
                 d["_id"],
                 D.STORED_TO_DELETE,
                 by=self.owner,
@@ -139,9 +133,8 @@ class DatasetManager:
                 note=str(exc),
             )
             return
-        res = await transition(
-            datasets,
-            DATASET_TRANSITIONS,
+        # Its effects: the DATASET_DELETED event and the bytes-deleted statistic.
+        await self.mover.dataset(
             d["_id"],
             D.DELETED,
             by=self.owner,
@@ -150,34 +143,19 @@ class DatasetManager:
             set={"deleted_at": time.time()},
             unset=["lease_owner", "lease_at"],
         )
-        if res is not None:
-            await history.record(self.ctx.store, res["updated_at"], bytes_deleted=int(res.get("size") or 0))
-            await self.ctx.bus.publish(
-                Event(
-                    type=EventType.DATASET_DELETED,
-                    producer=self.name,
-                    subject=Subject(dataset_hash=d["_id"]),
-                    payload={"size": res.get("size"), "path": d["path"]},
-                )
-            )
 
     async def sweep(self) -> bool:
         """Remove files under the managed root that no dataset or running attempt owns,
         if they are older than the oldest action in flight (so none is being written)."""
         store = self.ctx.store
-        in_flight = [
-            a
-            async for a in store.actions.find(
-                {"state": {"$in": [str(s) for s in ACTION_IN_FLIGHT]}},
-                {"submitted_at": 1, "updated_at": 1, "attempt_path": 1},
-            )
-        ]
+        fields = {"submitted_at": 1, "updated_at": 1, "attempt_path": 1}
+        in_flight = [a for s in sorted(ACTION_IN_FLIGHT) for a in await acts.in_state(store, s, fields=fields)]
         horizon = min(
             [float(a.get("submitted_at") or a["updated_at"]) for a in in_flight],
             default=time.time() - self.settings.stale_after,
         )
         live_attempts = {Path(a["attempt_path"]).name for a in in_flight if a.get("attempt_path")}
-        live = {d["_id"] async for d in store.datasets.find({"state": {"$ne": D.DELETED}}, {"_id": 1})}
+        live = await ds.live_hashes(store)
         removed = 0
         for entry in await self.ctx.storage.list_root():
             if entry.mtime >= horizon:

@@ -19,12 +19,13 @@ import uuid
 
 from pymongo.errors import DuplicateKeyError
 
-from shared.decision import Candidate, SimplifiedHistory, get_algorithm
-from shared.decision.budget import bytes_to_free
-from shared.events import Event, EventType, Subject
+from shared.events import Event, EventType
+from shared.eviction import Candidate, Workload, get_algorithm
+from shared.eviction.budget import bytes_to_free
 from shared.runtime import Context
-from shared.states import DATASET_TRANSITIONS, DatasetState
-from shared.store.transitions import transition
+from shared.states import DatasetState
+from shared.store import actions as acts
+from shared.store import datasets as ds
 from shared.ticker import Ticker, cancel_all, forever
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class DecisionService:
         self.settings = ctx.settings
         self.algorithm = get_algorithm(self.settings.algorithm)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.mover = ctx.mover(self.name)
         self.ticker = Ticker(self.settings.decision_interval)
         self.tasks: list[asyncio.Task] = []
 
@@ -71,27 +73,19 @@ class DecisionService:
         self.ticker.poke()
 
     async def usage(self) -> int:
-        rows = [
-            r
-            async for r in await self.ctx.store.datasets.aggregate(
-                [
-                    {"$match": {"state": D.STORED}},
-                    {"$group": {"_id": None, "bytes": {"$sum": "$size"}}},
-                ]
-            )
-        ]
-        return int(rows[0]["bytes"] or 0) if rows else 0
+        return await ds.stored_bytes(self.ctx.store)
 
-    async def history(self) -> SimplifiedHistory:
+    async def workload(self) -> Workload:
         """The rolling window of the last N actions, with the lineage, mean compute time and
         presence of their datasets: cost-aware algorithms charge a deleted dataset with the
         recomputation of its ancestors that are no longer stored either."""
-        cursor = self.ctx.store.actions.find({}, {"workflow_id": 1, "hash": 1, "created_at": 1})
-        rows = [a async for a in cursor.sort("created_at", -1).limit(self.settings.history_window)]
+        rows = await acts.recent(
+            self.ctx.store, self.settings.history_window, {"workflow_id": 1, "hash": 1, "created_at": 1}
+        )
         hashes = list({r["hash"] for r in rows})
         fields = {"state": 1, "lineage.parents": 1, "compute_seconds_total": 1, "compute_count": 1}
-        docs = [d async for d in self.ctx.store.datasets.find({"_id": {"$in": hashes}}, fields)]
-        return SimplifiedHistory.from_actions(rows).with_datasets(docs)
+        docs = await ds.get_many(self.ctx.store, hashes, fields)
+        return Workload.from_actions(rows).with_datasets(docs.values())
 
     async def run_once(self) -> bool:
         if not await take_lease(self.ctx, "decision", self.owner, max(30.0, 3 * self.settings.decision_interval)):
@@ -105,12 +99,12 @@ class DecisionService:
             Candidate(
                 d["_id"],
                 int(d.get("size") or 0),
-                float(d.get("compute_seconds_total", 0.0)) / max(1, int(d.get("compute_count", 0))),
+                ds.mean_seconds(d) or 0.0,
                 float(d.get("last_used_at") or 0.0),
             )
-            async for d in self.ctx.store.datasets.find({"state": D.STORED, "claims": {"$size": 0}})
+            for d in await ds.deletable(self.ctx.store)
         ]
-        chosen = self.algorithm.select(await self.history(), candidates, to_free)
+        chosen = self.algorithm.select(await self.workload(), candidates, to_free)
         log.info(
             "usage %d B > %.0f%% of %d B: %s marks %d datasets to free %d B",
             used,
@@ -121,9 +115,8 @@ class DecisionService:
             to_free,
         )
         for h in chosen:
-            res = await transition(
-                self.ctx.store.datasets,
-                DATASET_TRANSITIONS,
+            # Its effect: the DATASET_MARKED event, which wakes the dataset managers.
+            await self.mover.dataset(
                 h,
                 D.STORED_TO_DELETE,
                 by=self.name,
@@ -132,13 +125,4 @@ class DecisionService:
                 set={"marked_by": self.algorithm.name},
                 note=self.algorithm.name,
             )
-            if res is not None:
-                await self.ctx.bus.publish(
-                    Event(
-                        type=EventType.DATASET_MARKED,
-                        producer=self.name,
-                        subject=Subject(dataset_hash=h),
-                        payload={"size": res.get("size")},
-                    )
-                )
         return False

@@ -19,7 +19,10 @@ from services.workflow_manager.views import action_view, dataset_view, timeline,
 from shared.events import Event
 from shared.runtime import Context, health
 from shared.states import ActionState, DatasetState, WorkflowState
-from shared.store import history
+from shared.store import actions as acts
+from shared.store import datasets as ds
+from shared.store import stats
+from shared.store import workflows as wfs
 from shared.ticker import Ticker, cancel_all, forever
 from shared.workflow_spec import MAX_DEPTH, id_order, parse_workflow, too_deep
 
@@ -120,8 +123,8 @@ class WorkflowManager:
         cutoff = time.time() - self.settings.stale_after
         stale = [
             wf
-            async for wf in self.ctx.store.workflows.find(
-                {"state": W.PLANNING}, {"_id": 1, "planning_lease_at": 1, "created_at": 1}
+            for wf in await wfs.in_state(
+                self.ctx.store, W.PLANNING, {"_id": 1, "planning_lease_at": 1, "created_at": 1}
             )
             if float(wf.get("planning_lease_at") or wf.get("created_at") or 0) < cutoff
         ]
@@ -175,30 +178,26 @@ class WorkflowManager:
         )
 
     async def list_workflows(self, request: web.Request) -> web.Response:
-        q: dict[str, Any] = {}
         problems = []
-        if state := request.query.get("state"):
-            if state not in W.__members__:
-                problems.append(f"state must be one of {', '.join(W.__members__)}")
-            q["state"] = state
-        if name := request.query.get("name"):
-            q["name"] = name
+        state, name, before = request.query.get("state"), request.query.get("name"), None
+        if state and state not in W.__members__:
+            problems.append(f"state must be one of {', '.join(W.__members__)}")
         limit = query_limit(request, 50, 1000, problems)
-        if before := request.query.get("before"):
+        if raw_before := request.query.get("before"):
             try:
-                q["created_at"] = {"$lt": parse_time(before)}
+                before = parse_time(raw_before)
             except ValueError:
-                problems.append(f"before must be an ISO 8601 time or Unix seconds, not {before!r}")
+                problems.append(f"before must be an ISO 8601 time or Unix seconds, not {raw_before!r}")
         if problems:
             return bad_query(problems)
-        cursor = self.ctx.store.workflows.find(q, {"definition": 0, "history": 0}).sort("created_at", -1).limit(limit)
-        return web.json_response({"workflows": [workflow_view(w) async for w in cursor]})
+        found = await wfs.newest(self.ctx.store, limit, state=state, name=name, before=before)
+        return web.json_response({"workflows": [workflow_view(w) for w in found]})
 
     async def _workflow(self, request: web.Request) -> dict[str, Any] | None:
-        return await self.ctx.store.workflows.find_one({"_id": request.match_info["id"]}, {"definition": 0})
+        return await wfs.get(self.ctx.store, request.match_info["id"], {"definition": 0})
 
     async def _actions(self, wf_id: str) -> list[dict[str, Any]]:
-        docs = [a async for a in self.ctx.store.actions.find({"workflow_id": wf_id}, {"secret": 0})]
+        docs = await acts.of_workflow(self.ctx.store, wf_id, {"secret": 0})
         return sorted(docs, key=lambda a: id_order(a["local_id"]))
 
     async def get_workflow(self, request: web.Request) -> web.Response:
@@ -213,7 +212,7 @@ class WorkflowManager:
             return error(404, f"no workflow {request.match_info['id']!r}")
         actions = await self._actions(wf["_id"])
         hashes = sorted({a["hash"] for a in actions if a.get("managed")})
-        datasets = [d async for d in self.ctx.store.datasets.find({"_id": {"$in": hashes}}, {"history": 1})]
+        datasets = list((await ds.get_many(self.ctx.store, hashes, {"history": 1})).values())
         return web.json_response({"id": wf["_id"], "transitions": timeline(wf, actions, datasets)})
 
     async def kill_workflow(self, request: web.Request) -> web.Response:
@@ -221,13 +220,9 @@ class WorkflowManager:
         bulk. Only the request that flips ``kill_requested`` starts it (repeats answer 202
         and do nothing); a kill during planning is applied when planning ends."""
         wf_id = request.match_info["id"]
-        wf = await self.ctx.store.workflows.find_one_and_update(
-            {"_id": wf_id, "state": {"$in": [W.PLANNING, W.RUNNING]}},
-            {"$set": {"kill_requested": True, "kill_applied": False, "kill_requested_at": time.time()}},
-            projection={"history": 0},
-        )
+        wf = await wfs.request_kill(self.ctx.store, wf_id, time.time())
         if wf is None:
-            existing = await self.ctx.store.workflows.find_one({"_id": wf_id}, {"state": 1})
+            existing = await wfs.get(self.ctx.store, wf_id, {"state": 1})
             if existing is None:
                 return error(404, f"no workflow {wf_id!r}")
             return error(409, f"workflow {wf_id} already ended {existing['state']}")
@@ -251,8 +246,8 @@ class WorkflowManager:
         default: the last day) at ``resolution`` 1m, 30m, 1d or 10d (default 30m)."""
         problems = []
         resolution = request.query.get("resolution", "30m")
-        if resolution not in history.RESOLUTIONS:
-            problems.append(f"resolution must be one of {', '.join(history.RESOLUTIONS)}")
+        if resolution not in stats.RESOLUTIONS:
+            problems.append(f"resolution must be one of {', '.join(stats.RESOLUTIONS)}")
         now = time.time()
         bounds = {}
         for name, default in (("to", now), ("from", None)):
@@ -269,15 +264,15 @@ class WorkflowManager:
         start = bounds["from"] if bounds["from"] is not None else end - 86_400
         if start >= end:
             problems.append("from must be before to")
-        width = history.RESOLUTIONS.get(resolution, 1)
-        if not problems and (end - start) / width > history.MAX_BUCKETS:
+        width = stats.RESOLUTIONS.get(resolution, 1)
+        if not problems and (end - start) / width > stats.MAX_BUCKETS:
             problems.append(
                 f"{(end - start) / width:.0f} buckets of {resolution}: use a coarser resolution or a shorter range"
             )
         if problems:
             return bad_query(problems)
-        buckets = await history.query(self.ctx.store, resolution, start, end)
-        totals = {k: sum(b[k] for b in buckets) for k in history.COUNTERS}
+        buckets = await stats.query(self.ctx.store, resolution, start, end)
+        totals = {k: sum(b[k] for b in buckets) for k in stats.COUNTERS}
         failures: dict[str, int] = {}
         for b in buckets:
             for reason, n in b["failures"].items():
@@ -286,21 +281,14 @@ class WorkflowManager:
                                   "totals": {**totals, "failures": failures}})  # fmt: skip
 
     async def list_datasets(self, request: web.Request) -> web.Response:
-        q: dict[str, Any] = {}
         problems: list[str] = []
-        if state := request.query.get("state"):
-            if state not in DatasetState.__members__:
-                problems.append(f"state must be one of {', '.join(DatasetState.__members__)}")
-            q["state"] = state
+        state = request.query.get("state")
+        if state and state not in DatasetState.__members__:
+            problems.append(f"state must be one of {', '.join(DatasetState.__members__)}")
         limit = query_limit(request, 1000, 10_000, problems)
         if problems:
             return bad_query(problems)
-        docs = [
-            d
-            async for d in self.ctx.store.datasets.find(q, {"history": 0, "lineage": 0})
-            .sort("updated_at", -1)
-            .limit(limit)
-        ]
+        docs = await ds.newest(self.ctx.store, limit, state)
         by_state: dict[str, int] = {}
         for d in docs:
             by_state[d["state"]] = by_state.get(d["state"], 0) + int(d.get("size") or 0)

@@ -11,25 +11,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import posixpath
-import secrets
 import time
 import uuid
 from typing import Any
 
 from shared.config import Settings
-from shared.events import Event, EventType, Subject
 from shared.hashing import workflow_hashes
 from shared.planning import PlannedAction, plan
 from shared.runtime import Context
-from shared.states import WORKFLOW_TRANSITIONS, ActionState, WorkflowState
+from shared.states import ActionState, WorkflowState
 from shared.storage import Storage
 from shared.storage.base import FolderTooLarge
+from shared.store import actions as acts
 from shared.store import datasets as ds
-from shared.store import history
-from shared.store.transitions import history_entry, transition
-from shared.store.workflows import definitions
+from shared.store import workflows as wfs
 from shared.ticker import cancel_all
-from shared.workflow_spec import ActionId, ActionSpec, Violation, WorkflowSpec, id_order
+from shared.workflow_spec import ActionId, ActionSpec, Violation, WorkflowSpec
 
 log = logging.getLogger(__name__)
 A, W = ActionState, WorkflowState
@@ -146,12 +143,7 @@ class PlanningLease:
         self.task: asyncio.Task | None = None
 
     async def renew(self) -> bool:
-        won = await self.ctx.store.workflows.find_one_and_update(
-            {"_id": self.wf_id, "state": str(W.PLANNING), "planner": self.token},
-            {"$set": {"planning_lease_at": time.time()}},
-            projection={"_id": 1},
-        )
-        return won is not None
+        return await wfs.renew_planning_lease(self.ctx.store, self.wf_id, self.token, time.time())
 
     async def _beat(self) -> None:
         while True:
@@ -169,65 +161,6 @@ class PlanningLease:
     async def __aexit__(self, *_: object) -> None:
         if self.task is not None:
             await cancel_all([self.task])
-
-
-def action_doc(
-    wf_id: str,
-    p: PlannedAction,
-    planned: dict[ActionId, PlannedAction],
-    paths: dict,
-    output_of: dict[ActionId, str],
-    now: float,
-    saved: dict[str, float],
-) -> dict[str, Any]:
-    a: ActionSpec = p.spec
-    aid = f"{wf_id}.{a.id}"
-    parents = sorted(a.parents, key=id_order)
-    computed = p.computed
-    pending = [f"{wf_id}.{q}" for q in parents if planned[q].computed] if computed else []
-    state = (A.WAITING if pending else A.READY) if computed else (A.REUSED if p.reason == "stored" else A.SKIPPED)
-    doc: dict[str, Any] = {
-        "_id": aid,
-        "workflow_id": wf_id,
-        "local_id": a.id,
-        "name": a.name,
-        "type": a.type.value,
-        "definition": a.definition(),
-        "hash": p.hash,
-        "managed": a.isManaged,
-        "force": a.forceComputation,
-        "leaf": p.leaf,
-        "decision": p.decision,
-        "reason": p.reason,
-        "output_path": output_of[a.id],
-        "parents": [f"{wf_id}.{q}" for q in parents],
-        "parent_local_ids": parents,
-        "input_paths": [output_of[q] for q in parents],
-        "children": [f"{wf_id}.{c}" for c in p.children if planned[c].computed] if computed else [],
-        "pending_parents": pending,
-        # Every managed parent's dataset, reused or computed here: released when this action ends.
-        "claims": [planned[q].hash for q in parents if planned[q].spec.isManaged] if computed else [],
-        "state": str(state),
-        "history": [history_entry(state, BY, p.reason)],
-        "created_at": now,
-        "updated_at": now,
-        "attempt": 0,
-        "submit_errors": 0,
-        "secret": secrets.token_urlsafe(18) if computed else None,
-        # What not computing it saved: the mean time its dataset took to compute, if known.
-        "saved_seconds": 0.0 if computed else saved.get(p.hash, 0.0),
-        **paths.get(a.id, {}),
-    }
-    return doc
-
-
-def mean_compute_times(known: dict[str, dict[str, Any]], hashes: list[str]) -> dict[str, float]:
-    out = {}
-    for h in hashes:
-        d = known.get(h)
-        if d and d.get("compute_count"):
-            out[h] = float(d["compute_seconds_total"]) / int(d["compute_count"])
-    return out
 
 
 async def prepare_datasets(
@@ -271,30 +204,15 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
     wf_id = f"wf-{uuid.uuid4().hex[:12]}"
     token = uuid.uuid4().hex
     hashes = workflow_hashes(spec, prints)
-    await definitions(store).insert_one(
-        {
-            "_id": wf_id,
-            "body": body,
-            "action_ids": [f"{wf_id}.{a.id}" for a in spec.actions],
-            # What its planning may claim or produce: what an undo releases, read by _id.
-            "dataset_hashes": sorted(set(hashes.values())),
-            "created_at": now,
-        }
-    )
-    await store.workflows.insert_one(
-        {
-            "_id": wf_id,
-            "name": spec.name,
-            "state": str(W.PLANNING),
-            "created_at": now,
-            "updated_at": now,
-            "history": [history_entry(W.PLANNING, BY)],
-            "kill_requested": False,
-            "planner": token,
-            "planning_lease_at": now,
-            "action_count": len(spec.actions),
-        }
-    )
+    definition = {
+        "_id": wf_id,
+        "body": body,
+        "action_ids": [f"{wf_id}.{a.id}" for a in spec.actions],
+        # What its planning may claim or produce: what an undo releases, read by _id.
+        "dataset_hashes": sorted(set(hashes.values())),
+        "created_at": now,
+    }
+    await wfs.insert(store, wfs.new_document(wf_id, spec.name, len(spec.actions), token, now, BY), definition)
     async with PlanningLease(ctx, wf_id, token) as lease:
         try:
             gate = StoreGate(ctx, wf_id, await ds.get_many(store, list(hashes.values())))
@@ -304,13 +222,18 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
                 for aid, p in planned.items()
             }
             await prepare_datasets(ctx, gate, planned, output_of)
-            saved = mean_compute_times(gate.known, [p.hash for p in planned.values() if not p.computed])
-            docs = [action_doc(wf_id, planned[s.id], planned, paths, output_of, now, saved) for s in spec.actions]
+            docs = [
+                acts.new_document(
+                    wf_id, planned[s.id], planned, paths.get(s.id, {}), output_of, now,
+                    ds.mean_seconds(gate.known.get(planned[s.id].hash)) or 0.0, BY,
+                )
+                for s in spec.actions
+            ]  # fmt: skip
             # Actions become claimable by the action managers once inserted: insert them only
             # while this planner provably holds the workflow, so the sweep cannot undo it under them.
             if not await lease.renew():
                 raise PlanningLost(wf_id)
-            await store.actions.insert_many(docs)
+            await acts.insert_many(store, docs)
         except Exception as exc:
             if not isinstance(exc, PlanningLost):
                 log.exception("planning %s failed; undoing it", wf_id)
@@ -322,44 +245,25 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
             "reuse": sum(not p.computed for p in planned.values()),
         }
         final = W.RUNNING if counts["compute"] else W.SUCCEEDED
-        extra: dict[str, Any] = {"counts": counts}
+        extra: dict[str, Any] = {
+            "counts": counts,
+            # What the submission statistics count (an effect of this move).
+            "planned": {
+                "actions_reused": sum(d["state"] == A.REUSED for d in docs),
+                "actions_skipped": sum(d["state"] == A.SKIPPED for d in docs),
+                "saved_seconds": sum(d["saved_seconds"] for d in docs),
+            },
+        }
         if final == W.SUCCEEDED:
             extra["finished_at"] = time.time()
-        wf = await transition(
-            store.workflows, WORKFLOW_TRANSITIONS, wf_id, final, by=BY, sources=[W.PLANNING],
-            where={"planner": token}, set=extra,
-        )  # fmt: skip
+        # Its effects: WORKFLOW_SUBMITTED (and WORKFLOW_FINISHED when nothing is computed),
+        # and the submission statistics.
+        wf = await ctx.mover(BY).workflow(wf_id, final, sources=[W.PLANNING], where={"planner": token}, set=extra)
     if wf is None:
         # The sweep undid it between our last renewal and now: take back what we wrote.
         await release(ctx, wf_id, "planning interrupted")
         raise PlanningLost(wf_id)
-    await history.record(
-        store, now, workflows_submitted=1,
-        actions_reused=sum(d["state"] == A.REUSED for d in docs),
-        actions_skipped=sum(d["state"] == A.SKIPPED for d in docs),
-        saved_seconds=sum(d["saved_seconds"] for d in docs),
-    )  # fmt: skip
-    await ctx.bus.publish(
-        Event(type=EventType.WORKFLOW_SUBMITTED, producer=BY, subject=Subject(workflow_id=wf_id), payload=counts)
-    )
-    for d in docs:
-        if d["state"] == A.READY:
-            await ctx.bus.publish(
-                Event(
-                    type=EventType.ACTION_READY,
-                    producer=BY,
-                    subject=Subject(workflow_id=wf_id, action_id=d["_id"], dataset_hash=d["hash"]),
-                )
-            )
-    if final == W.SUCCEEDED:
-        await ctx.bus.publish(
-            Event(
-                type=EventType.WORKFLOW_FINISHED,
-                producer=BY,
-                subject=Subject(workflow_id=wf_id),
-                payload={"state": str(final)},
-            )
-        )
+    await ctx.mover(BY).arrived("action", docs)  # the READY ones wake the action managers
     return {"workflow": wf, "actions": docs}
 
 
@@ -368,12 +272,9 @@ async def undo(ctx: Context, wf_id: str, reason: str, where: dict[str, Any]) -> 
     transition comes first: only its winner releases, so a planner that finished in the
     meantime (PLANNING -> RUNNING) keeps everything. ``where`` narrows the guard (the
     planner's token, or the stale lease value the sweep saw)."""
-    won = await transition(
-        ctx.store.workflows,
-        WORKFLOW_TRANSITIONS,
+    won = await ctx.mover(BY).workflow(
         wf_id,
         W.FAILED,
-        by=BY,
         sources=[W.PLANNING],
         where=where,
         set={"error": reason, "finished_at": time.time()},
@@ -389,15 +290,17 @@ async def release(ctx: Context, wf_id: str, reason: str) -> None:
     """Release every claim and producer mark of a FAILED workflow's planning and delete its
     actions; idempotent, so the sweep and a late planner may both run it."""
     store = ctx.store
-    wf = await store.workflows.find_one({"_id": wf_id}, {"state": 1})
-    planned = await definitions(store).find_one({"_id": wf_id}, {"action_ids": 1, "dataset_hashes": 1})
+    wf = await wfs.get(store, wf_id, {"state": 1})
+    planned = await wfs.definitions(store).find_one({"_id": wf_id}, {"action_ids": 1, "dataset_hashes": 1})
     if wf is None or wf["state"] != W.FAILED or planned is None:
         return
     mine = set(planned["action_ids"])
-    touched = await ds.get_many(store, planned["dataset_hashes"])
-    for h, d in touched.items():
-        if mine & set(d.get("claims", [])):
-            await store.datasets.update_one({"_id": h}, {"$pull": {"claims": {"$in": sorted(mine)}}})
-        for producer in set(d.get("producers", [])) & mine:
-            await ds.abandon(store, h, producer, BY, reason)
-    await store.actions.delete_many({"workflow_id": wf_id})
+    held: dict[str, set[str]] = {}
+    produced: set[str] = set()
+    for h, d in (await ds.get_many(store, planned["dataset_hashes"])).items():
+        if ids := mine & (set(d.get("claims", [])) | set(d.get("producers", []))):
+            held[h] = ids
+        if mine & set(d.get("producers", [])):
+            produced.add(h)
+    await ds.release(store, held, produced, BY, reason)
+    await acts.delete_workflow(store, wf_id)

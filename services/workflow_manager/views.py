@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared.store import datasets as ds
 from shared.store.transitions import decode
 
 
@@ -57,14 +58,13 @@ def workflow_view(wf: dict[str, Any], actions: list[dict[str, Any]] | None = Non
 
 
 def dataset_view(d: dict[str, Any]) -> dict[str, Any]:
-    count = int(d.get("compute_count") or 0)
     return {
         "hash": d["_id"],
         "state": d["state"],
         "path": d.get("path"),
         "size": d.get("size"),
-        "computeSeconds": (float(d.get("compute_seconds_total") or 0) / count) if count else None,
-        "computeCount": count,
+        "computeSeconds": ds.mean_seconds(d),
+        "computeCount": int(d.get("compute_count") or 0),
         "useCount": d.get("use_count", 0),
         "claims": d.get("claims", []),
         "producers": d.get("producers", []),

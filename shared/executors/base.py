@@ -5,7 +5,7 @@ action's own (attempt) output path last."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel
 
@@ -39,16 +39,6 @@ class JobRequest(BaseModel):
     arguments: list[str]
     configuration: dict[str, str]
     notify_url: str
-
-
-def contract_arguments(action: dict[str, Any], output_path: str) -> list[str]:
-    """The trailing arguments of an action, from its stored document."""
-    definition = action["definition"]
-    return [
-        *(p["value"] for p in definition.get("additionalInput", [])),
-        *action.get("input_paths", []),
-        output_path,
-    ]
 
 
 class Executor(Protocol):

@@ -25,10 +25,6 @@ SHELL_NS = "uri:oozie:shell-action:0.3"
 NODE = "pingo-action"
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-
-
 def _epoch(rfc822: str | None) -> float | None:
     return parsedate_to_datetime(rfc822).timestamp() if rfc822 else None
 
@@ -49,7 +45,7 @@ class OozieExecutor:
         return f"{self.name_node}{path}"
 
     async def workflow_xml(self, job: JobRequest) -> bytes:
-        app = ET.Element("workflow-app", {"xmlns": WF_NS, "name": _safe(f"pingo-{job.name}")[:200]})
+        app = ET.Element("workflow-app", {"xmlns": WF_NS, "name": path_name(f"pingo-{job.name}")})
         ET.SubElement(app, "start", {"to": NODE})
         action = ET.SubElement(app, "action", {"name": NODE})
         if job.type == ActionType.COMMAND_LINE:

@@ -15,7 +15,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from shared.states import DATASET_REUSABLE, DATASET_TRANSITIONS, DatasetState
 from shared.store.client import Store
-from shared.store.transitions import decode, history_entry, transition
+from shared.store.transitions import decode, history_entry, transition, transition_many
 
 log = logging.getLogger(__name__)
 D = DatasetState
@@ -73,14 +73,40 @@ async def try_reuse(store: Store, h: str, lineage: dict[str, Any], claimants: li
     return False
 
 
-async def get_many(store: Store, hashes: list[str], chunk: int = 1000) -> dict[str, dict[str, Any]]:
+async def get_many(
+    store: Store, hashes: list[str] | set[str], fields: dict[str, int] | None = None, chunk: int = 1000
+) -> dict[str, dict[str, Any]]:
     """The documents of ``hashes`` that exist, in few reads ($in on _id is index-served)."""
     out: dict[str, dict[str, Any]] = {}
     unique = list(dict.fromkeys(hashes))
     for i in range(0, len(unique), chunk):
-        async for d in store.datasets.find({"_id": {"$in": unique[i : i + chunk]}}):
+        async for d in store.datasets.find({"_id": {"$in": unique[i : i + chunk]}}, fields):
             out[d["_id"]] = decode(d)
     return out
+
+
+async def stored_bytes(store: Store) -> int:
+    """The size of every STORED dataset: what the decision service keeps within budget."""
+    pipeline = [{"$match": {"state": str(D.STORED)}}, {"$group": {"_id": None, "bytes": {"$sum": "$size"}}}]
+    rows = [r async for r in await store.datasets.aggregate(pipeline)]
+    return int(rows[0]["bytes"] or 0) if rows else 0
+
+
+async def deletable(store: Store) -> list[dict[str, Any]]:
+    """STORED datasets no action claims: what an eviction algorithm may choose from."""
+    return [d async for d in store.datasets.find({"state": str(D.STORED), "claims": {"$size": 0}}, {"history": 0})]
+
+
+async def live_hashes(store: Store) -> set[str]:
+    """Every dataset that is not DELETED: its files, if any, belong to it."""
+    return {d["_id"] async for d in store.datasets.find({"state": {"$ne": str(D.DELETED)}}, {"_id": 1})}
+
+
+async def newest(store: Store, limit: int, state: str | None = None) -> list[dict[str, Any]]:
+    """Datasets most recently changed first, without history and lineage."""
+    query = {"state": state} if state else {}
+    cursor = store.datasets.find(query, {"history": 0, "lineage": 0}).sort("updated_at", -1).limit(limit)
+    return [d async for d in cursor]
 
 
 def new_document(
@@ -210,21 +236,45 @@ async def record_output(
     return res if res is not None else await get(store, h)
 
 
-async def abandon(store: Store, h: str, producer: str, by: str, reason: str) -> None:
-    """A producer failed or was killed: forget it; with no producer left nothing exists."""
-    await store.datasets.update_one({"_id": h}, {"$pull": {"producers": producer}})
-    await transition(
-        store.datasets,
-        DATASET_TRANSITIONS,
-        h,
-        D.DELETED,
-        by=by,
-        sources=[D.TO_STORE, D.TO_LEAF],
-        where={"producers": {"$size": 0}},
-        note=reason,
-    )
+RELEASE_CHUNK = 500
 
 
-async def release_claims(store: Store, hashes: list[str], claimant: str) -> None:
-    if hashes:
-        await store.datasets.update_many({"_id": {"$in": hashes}}, {"$pull": {"claims": claimant}})
+def mean_seconds(doc: dict[str, Any] | None) -> float | None:
+    """The mean time one computation of a dataset took; None if it was never computed
+    (the caller decides what an unknown cost means for it)."""
+    count = int((doc or {}).get("compute_count") or 0)
+    return float(doc.get("compute_seconds_total") or 0.0) / count if doc and count else None
+
+
+async def release(store: Store, held: dict[str, set[str]], produced: set[str], by: str, reason: str) -> None:
+    """Actions ended (or were never written): drop them from the claims and producers
+    of the datasets they held (``held``: dataset -> action ids). A dataset in
+    ``produced`` left with no producer before it was ever stored never existed: DELETED.
+    Idempotent; a few writes per thousand datasets (``$in`` on ``_id`` is index-served)."""
+    hashes = sorted(held)
+    for i in range(0, len(hashes), RELEASE_CHUNK):
+        chunk = hashes[i : i + RELEASE_CHUNK]
+        ids = sorted(set().union(*(held[h] for h in chunk)))
+        await store.datasets.update_many(
+            {"_id": {"$in": chunk}}, {"$pull": {"claims": {"$in": ids}, "producers": {"$in": ids}}}
+        )
+    gone = sorted(produced)
+    for i in range(0, len(gone), RELEASE_CHUNK):
+        where = {"_id": {"$in": gone[i : i + RELEASE_CHUNK]}, "producers": {"$size": 0}}
+        await transition_many(
+            store.datasets, DATASET_TRANSITIONS, where, D.DELETED, by=by, sources=[D.TO_STORE, D.TO_LEAF], note=reason
+        )
+
+
+def held_by(actions: list[dict[str, Any]]) -> tuple[dict[str, set[str]], set[str]]:
+    """What ``release`` needs from action documents: the datasets each claims or
+    produces, and the datasets produced."""
+    held: dict[str, set[str]] = {}
+    produced: set[str] = set()
+    for a in actions:
+        for h in a.get("claims", []):
+            held.setdefault(h, set()).add(a["_id"])
+        if a.get("managed"):
+            held.setdefault(a["hash"], set()).add(a["_id"])
+            produced.add(a["hash"])
+    return held, produced

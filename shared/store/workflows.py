@@ -1,4 +1,5 @@
-"""Workflow documents: their state is derived from their actions'.
+"""Workflow documents: their state is derived from their actions' (settled by
+``shared.lifecycle.moves.Mover.settle``).
 
 A workflow's submitted body and its planning bookkeeping (every action id, every dataset
 hash its planning may touch) live in a separate document of ``workflow_definitions``,
@@ -8,14 +9,13 @@ every state change rewrites the whole document.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from pymongo.asynchronous.collection import AsyncCollection
 
-from shared.states import ACTION_TERMINAL, WORKFLOW_TRANSITIONS, ActionState, WorkflowState
+from shared.states import ACTION_TERMINAL, ActionState, WorkflowState
 from shared.store.client import Store
-from shared.store.transitions import transition
+from shared.store.transitions import decode, history_entry
 
 W = WorkflowState
 
@@ -38,21 +38,70 @@ def derive(actions: list[dict[str, Any]], kill_requested: bool) -> WorkflowState
     return W.SUCCEEDED
 
 
-async def settle(store: Store, workflow_id: str, by: str) -> dict[str, Any] | None:
-    """Move a RUNNING workflow to its final state if all its actions ended; idempotent."""
-    wf = await store.workflows.find_one({"_id": workflow_id}, {"state": 1, "kill_requested": 1})
-    if wf is None or wf["state"] != W.RUNNING:
-        return None
-    actions = [a async for a in store.actions.find({"workflow_id": workflow_id}, {"state": 1})]
-    final = derive(actions, bool(wf.get("kill_requested")))
-    if final is None:
-        return None
-    return await transition(
-        store.workflows,
-        WORKFLOW_TRANSITIONS,
-        workflow_id,
-        final,
-        by=by,
-        sources=[W.RUNNING],
-        set={"finished_at": time.time()},
+def new_document(wf_id: str, name: str, action_count: int, planner: str, now: float, by: str) -> dict[str, Any]:
+    """A workflow accepted by validation, PLANNING under ``planner``'s lease."""
+    return {
+        "_id": wf_id,
+        "name": name,
+        "state": str(W.PLANNING),
+        "created_at": now,
+        "updated_at": now,
+        "history": [history_entry(W.PLANNING, by)],
+        "kill_requested": False,
+        "planner": planner,
+        "planning_lease_at": now,
+        "action_count": action_count,
+    }
+
+
+async def insert(store: Store, doc: dict[str, Any], definition: dict[str, Any]) -> None:
+    """The definition first: a workflow document always has its definition."""
+    await definitions(store).insert_one(definition)
+    await store.workflows.insert_one(doc)
+
+
+async def get(store: Store, workflow_id: str, fields: dict[str, int] | None = None) -> dict[str, Any] | None:
+    return decode(await store.workflows.find_one({"_id": workflow_id}, fields))
+
+
+async def in_state(store: Store, state: WorkflowState, fields: dict[str, int], **where: Any) -> list[dict[str, Any]]:
+    return [w async for w in store.workflows.find({"state": str(state), **where}, fields)]
+
+
+async def renew_planning_lease(store: Store, workflow_id: str, planner: str, now: float) -> bool:
+    won = await store.workflows.find_one_and_update(
+        {"_id": workflow_id, "state": str(W.PLANNING), "planner": planner},
+        {"$set": {"planning_lease_at": now}},
+        projection={"_id": 1},
     )
+    return won is not None
+
+
+async def request_kill(store: Store, workflow_id: str, now: float) -> dict[str, Any] | None:
+    """Record a kill request on a PLANNING or RUNNING workflow; the document as it was
+    before (so the caller knows whether this request was the first), or None if it has
+    ended or does not exist."""
+    return await store.workflows.find_one_and_update(
+        {"_id": workflow_id, "state": {"$in": [str(W.PLANNING), str(W.RUNNING)]}},
+        {"$set": {"kill_requested": True, "kill_applied": False, "kill_requested_at": now}},
+        projection={"history": 0},
+    )
+
+
+async def kill_applied(store: Store, workflow_id: str) -> None:
+    await store.workflows.update_one({"_id": workflow_id}, {"$set": {"kill_applied": True}})
+
+
+async def newest(
+    store: Store, limit: int, *, state: str | None = None, name: str | None = None, before: float | None = None
+) -> list[dict[str, Any]]:
+    """Workflows newest first, without their histories, optionally in one state, with
+    one name, created before a time."""
+    query: dict[str, Any] = {}
+    if state:
+        query["state"] = state
+    if name:
+        query["name"] = name
+    if before is not None:
+        query["created_at"] = {"$lt": before}
+    return [w async for w in store.workflows.find(query, {"history": 0}).sort("created_at", -1).limit(limit)]

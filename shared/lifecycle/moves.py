@@ -1,0 +1,175 @@
+"""The guarded writer with its effects: every state move of a workflow, action or dataset.
+
+``Mover.action``/``dataset``/``workflow`` make one guarded move (``transition``) and, if
+it won, apply that move's effects from ``shared.lifecycle.effects``: events, usage
+statistics, and settling the workflow of an action that ended. ``actions_many`` is the
+bulk form. A lost race (``None`` back) has no effect, so a move repeated by a retry, a
+second replica or a repair sweep counts and announces once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from shared.bus import Bus
+from shared.events import Event, EventType, Subject
+from shared.lifecycle.effects import Effect, effects_of
+from shared.states import ACTION_TRANSITIONS, DATASET_TRANSITIONS, WORKFLOW_TRANSITIONS, ActionState, WorkflowState
+from shared.store import actions as acts
+from shared.store import stats
+from shared.store import workflows as wfs
+from shared.store.client import Store
+from shared.store.transitions import transition, transition_many
+
+Doc = dict[str, Any]
+W = WorkflowState
+# Workflows whose settling waits for the end of the current task's ``Mover.batch()``.
+_settle_later: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("settle_later", default=None)
+COLLECTIONS = {"action": "actions", "dataset": "datasets", "workflow": "workflows"}
+TABLES = {"action": ACTION_TRANSITIONS, "dataset": DATASET_TRANSITIONS, "workflow": WORKFLOW_TRANSITIONS}
+
+
+def source_of(doc: Doc, sources: list[str] | None) -> str | None:
+    """The state a document was moved from: the caller's only source, else the entry
+    before the last in its history (the move's own entry is the last)."""
+    if sources is not None and len(sources) == 1:
+        return str(sources[0])
+    hist = doc.get("history") or []
+    return hist[-2].get("state") if len(hist) >= 2 and isinstance(hist[-2], dict) else None
+
+
+@dataclass
+class Mover:
+    store: Store
+    bus: Bus
+    producer: str  # the service named as the events' producer
+
+    async def action(self, action_id: str, target: ActionState, *, by: str | None = None, **kw: Any) -> Doc | None:
+        return await self._move("action", action_id, target, by, kw)
+
+    async def dataset(self, h: str, target: str, *, by: str | None = None, **kw: Any) -> Doc | None:
+        return await self._move("dataset", h, target, by, kw)
+
+    async def workflow(
+        self, workflow_id: str, target: WorkflowState, *, by: str | None = None, **kw: Any
+    ) -> Doc | None:
+        return await self._move("workflow", workflow_id, target, by, kw)
+
+    async def _move(self, entity: str, doc_id: Any, target: str, by: str | None, kw: dict[str, Any]) -> Doc | None:
+        coll = self.store.db[COLLECTIONS[entity]]
+        doc = await transition(coll, TABLES[entity], doc_id, target, by=by or self.producer, **kw)
+        if doc is not None:
+            await self.apply(entity, [doc], source_of(doc, kw.get("sources")), target)
+        return doc
+
+    async def actions_many(
+        self, where: Doc, target: ActionState, *, sources: list[ActionState], by: str | None = None,
+        set: Doc | None = None, note: str | None = None,
+    ) -> list[Doc]:  # fmt: skip
+        """Move every action matching ``where`` in one of ``sources`` to ``target``, one
+        write per source state, then apply the effects to the moved ones (tagged with a
+        batch token to read them back). The moved documents come back."""
+        batch = uuid.uuid4().hex
+        n = 0
+        for s in sources:
+            n += await transition_many(
+                self.store.actions, ACTION_TRANSITIONS, where, target, by=by or self.producer, sources=[s],
+                set={**(set or {}), "move_batch": batch}, note=note,
+            )  # fmt: skip
+        if not n:
+            return []
+        moved = await acts.in_state(self.store, target, {**where, "move_batch": batch})
+        by_source: dict[str | None, list[Doc]] = {}
+        for d in moved:
+            by_source.setdefault(source_of(d, None), []).append(d)
+        for source, docs in by_source.items():
+            await self.apply("action", docs, source, target)
+        return moved
+
+    async def publish(self, event_type: EventType, entity: str, doc: Doc, **payload: Any) -> None:
+        """An event that follows no move: an action's job id was recorded (ACTION_SUBMITTED)."""
+        await self.bus.publish(
+            Event(type=event_type, producer=self.producer, subject=subject(entity, doc), payload=payload)
+        )
+
+    async def arrived(self, entity: str, docs: list[Doc]) -> None:
+        """Documents just created in their initial state: the effects of arriving there."""
+        by_state: dict[str, list[Doc]] = {}
+        for d in docs:
+            by_state.setdefault(d["state"], []).append(d)
+        for state, group in by_state.items():
+            await self.apply(entity, group, None, state)
+
+    async def apply(self, entity: str, docs: list[Doc], source: str | None, target: str) -> None:
+        for effect in effects_of(entity, source, target):
+            await self._count(effect, docs)
+            for d in docs:
+                for event_type, payload in effect.events:
+                    body = payload(d)
+                    if body is not None:
+                        await self.bus.publish(
+                            Event(type=event_type, producer=self.producer, subject=subject(entity, d), payload=body)
+                        )
+            if effect.settle:
+                for wf_id in dict.fromkeys(d["workflow_id"] for d in docs):
+                    await self.settle(wf_id)
+
+    async def _count(self, effect: Effect, docs: list[Doc]) -> None:
+        """One statistics write per instant and failure reason, however many documents."""
+        if effect.counters is None and not effect.failure:
+            return
+        groups: dict[tuple[float, str | None], tuple[dict[str, float], int]] = {}
+        for d in docs:
+            key = (float(d.get(effect.at) or time.time()), d.get("reason") if effect.failure else None)
+            sums, n = groups.get(key, ({}, 0))
+            for k, v in (effect.counters(d) if effect.counters else {}).items():
+                sums[k] = sums.get(k, 0) + v
+            groups[key] = (sums, n + 1)
+        for (at, reason), (sums, n) in groups.items():
+            await stats.count(self.store, at, failure=reason, failures=n, **sums)
+
+    async def settle(self, workflow_id: str) -> Doc | None:
+        """End a RUNNING workflow whose actions all ended; idempotent. Inside ``batch()``
+        it waits for the batch's end, so a cascade settles each workflow once."""
+        later = _settle_later.get()
+        if later is not None:
+            later.add(workflow_id)
+            return None
+        wf = await wfs.get(self.store, workflow_id, {"state": 1, "kill_requested": 1})
+        if wf is None or wf["state"] != W.RUNNING:
+            return None
+        final = wfs.derive(
+            await acts.of_workflow(self.store, workflow_id, {"state": 1}), bool(wf.get("kill_requested"))
+        )
+        if final is None:
+            return None
+        return await self.workflow(workflow_id, final, sources=[W.RUNNING], set={"finished_at": time.time()})
+
+    @contextlib.asynccontextmanager
+    async def batch(self) -> AsyncIterator[None]:
+        """Settle each workflow this task touches inside once, at the end."""
+        if _settle_later.get() is not None:
+            yield
+            return
+        pending: set[str] = set()
+        token = _settle_later.set(pending)
+        try:
+            yield
+        finally:
+            _settle_later.reset(token)
+            for wf_id in sorted(pending):
+                await self.settle(wf_id)
+
+
+def subject(entity: str, d: Doc) -> Subject:
+    if entity == "action":
+        return Subject(workflow_id=d.get("workflow_id"), action_id=d["_id"], dataset_hash=d.get("hash"))
+    if entity == "dataset":
+        return Subject(dataset_hash=d["_id"])
+    return Subject(workflow_id=d["_id"])

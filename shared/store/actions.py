@@ -1,0 +1,219 @@
+"""Action documents: their shape, and every read and write of the ``actions`` collection.
+
+One document per action of a submitted workflow, ``_id`` = ``<workflow id>.<local id>``.
+State moves go through ``shared.lifecycle.moves`` (the guarded writer and its effects);
+the other writes here touch only bookkeeping fields (leases, poll schedule, job id),
+each guarded by the state it expects. Every query is an equality on an indexed field
+(``state``, ``workflow_id``, ``_id``), served from the indexes in ``client.py`` on every
+store we run on.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any, TypedDict
+
+from shared.planning import PlannedAction
+from shared.states import ActionState
+from shared.store.client import Store
+from shared.store.transitions import decode, history_entry
+from shared.workflow_spec import ActionId, id_order
+
+A = ActionState
+
+
+class ActionDoc(TypedDict, total=False):
+    """The stored action (docs/state-machines.md, "Action"). Written by the planner;
+    later writers only add the fields of their step."""
+
+    _id: str
+    workflow_id: str
+    local_id: ActionId
+    name: str
+    type: str
+    definition: dict[str, Any]  # the submitted action as hashed (ActionSpec.definition())
+    hash: str  # lineage hash: the dataset it produces
+    managed: bool  # its output is a managed dataset
+    force: bool  # forceComputation: computed even if stored
+    leaf: bool  # no computed child reads it: kept as LEAF
+    decision: str  # the plan's word: "compute" or "reuse"
+    reason: str | None  # why (planner), or why it ended (FAILED/KILLED)
+    output_path: str
+    parents: list[str]
+    parent_local_ids: list[ActionId]
+    input_paths: list[str]
+    children: list[str]  # computed children, made READY when it finishes
+    pending_parents: list[str]  # computed parents not finished yet
+    claims: list[str]  # datasets it will read, protected until it ends
+    state: str
+    history: list[dict[str, Any]]  # transitions, appended by the guarded writer
+    created_at: float
+    updated_at: float
+    attempt: int
+    submit_errors: int
+    secret: str | None  # the callback secret; None for actions never run
+    saved_seconds: float  # for REUSED/SKIPPED: the mean compute time it saved
+    action_folder_path: str
+    # Action manager: the PROCESSING lease, then the attempt submitted.
+    lease_owner: str
+    lease_at: float
+    external_id: str  # "<action id>#<attempt>": how an executor finds a job again
+    attempt_path: str  # where this attempt writes; committed to output_path on success
+    submitted_at: float
+    executor: str
+    job_id: str | None
+    # Callback service: the poll schedule and the finish lease.
+    next_poll_at: float
+    poll_count: int
+    finish_lease_at: float
+    finish_lease_by: str
+    kill_requested: bool
+    move_batch: str  # the token of the bulk move that moved it last
+    # The end.
+    started_at: float | None
+    ended_at: float | None
+    finished_at: float
+    seconds: float
+    size: int | None
+    error: str
+
+
+def new_document(
+    wf_id: str,
+    p: PlannedAction,
+    planned: dict[ActionId, PlannedAction],
+    paths: dict[str, str],
+    output_of: dict[ActionId, str],
+    now: float,
+    saved_seconds: float,
+    by: str,
+) -> ActionDoc:
+    """The document of one planned action: WAITING/READY if computed (READY when no
+    computed parent must finish first), REUSED/SKIPPED if not."""
+    a = p.spec
+    parents = sorted(a.parents, key=id_order)
+    computed = p.computed
+    pending = [f"{wf_id}.{q}" for q in parents if planned[q].computed] if computed else []
+    state = (A.WAITING if pending else A.READY) if computed else (A.REUSED if p.reason == "stored" else A.SKIPPED)
+    doc = ActionDoc(
+        _id=f"{wf_id}.{a.id}",
+        workflow_id=wf_id,
+        local_id=a.id,
+        name=a.name,
+        type=a.type.value,
+        definition=a.definition(),
+        hash=p.hash,
+        managed=a.isManaged,
+        force=a.forceComputation,
+        leaf=p.leaf,
+        decision=p.decision,
+        reason=p.reason,
+        output_path=output_of[a.id],
+        parents=[f"{wf_id}.{q}" for q in parents],
+        parent_local_ids=parents,
+        input_paths=[output_of[q] for q in parents],
+        children=[f"{wf_id}.{c}" for c in p.children if planned[c].computed] if computed else [],
+        pending_parents=pending,
+        # Every managed parent's dataset, reused or computed here: released when this action ends.
+        claims=[planned[q].hash for q in parents if planned[q].spec.isManaged] if computed else [],
+        state=str(state),
+        history=[history_entry(state, by, p.reason)],
+        created_at=now,
+        updated_at=now,
+        attempt=0,
+        submit_errors=0,
+        secret=secrets.token_urlsafe(18) if computed else None,
+        saved_seconds=0.0 if computed else saved_seconds,
+    )
+    doc.update(paths)  # type: ignore[typeddict-item]  # the checked folder and output paths
+    return doc
+
+
+async def insert_many(store: Store, docs: list[ActionDoc]) -> None:
+    await store.actions.insert_many(docs)
+
+
+async def delete_workflow(store: Store, workflow_id: str) -> None:
+    """Remove the actions of a workflow whose planning was undone."""
+    await store.actions.delete_many({"workflow_id": workflow_id})
+
+
+async def get(store: Store, action_id: str, fields: dict[str, int] | None = None) -> ActionDoc | None:
+    return decode(await store.actions.find_one({"_id": action_id}, fields))
+
+
+async def of_workflow(store: Store, workflow_id: str, fields: dict[str, int] | None = None) -> list[ActionDoc]:
+    return [decode(a) async for a in store.actions.find({"workflow_id": workflow_id}, fields)]
+
+
+async def in_state(
+    store: Store, state: ActionState, where: dict[str, Any] | None = None, fields: dict[str, int] | None = None,
+    *, workflow_id: str | None = None, sort: str | None = None, limit: int = 0,
+) -> list[ActionDoc]:  # fmt: skip
+    """Actions in one state (one equality: index-served), optionally of one workflow,
+    oldest ``sort`` first, at most ``limit`` (0: all)."""
+    query = {"state": str(state), **({"workflow_id": workflow_id} if workflow_id else {}), **(where or {})}
+    cursor = store.actions.find(query, fields)
+    if sort:
+        cursor = cursor.sort(sort, 1)
+    if limit:
+        cursor = cursor.limit(limit)
+    return [decode(a) async for a in cursor]
+
+
+async def recent(store: Store, limit: int, fields: dict[str, int]) -> list[ActionDoc]:
+    """The last ``limit`` actions written, newest first."""
+    return [a async for a in store.actions.find({}, fields).sort("created_at", -1).limit(limit)]
+
+
+async def of_workflows(store: Store, workflow_ids: list[str], fields: dict[str, int]) -> AsyncIterator[ActionDoc]:
+    async for a in store.actions.find({"workflow_id": {"$in": workflow_ids}}, fields):
+        yield a
+
+
+async def record_job(store: Store, action_id: str, external_id: str, job_id: str) -> ActionDoc | None:
+    """The job id of a submitted attempt; None if the attempt is no longer SUBMITTED (killed)."""
+    return await store.actions.find_one_and_update(
+        {"_id": action_id, "state": str(A.SUBMITTED), "external_id": external_id}, {"$set": {"job_id": job_id}}
+    )
+
+
+async def claim_poll(store: Store, action: ActionDoc, next_poll_at: float) -> bool:
+    """Take one due poll of ``action``: replicas share the poller's work instead of repeating it."""
+    claimed = await store.actions.find_one_and_update(
+        {"_id": action["_id"], "state": action["state"], "next_poll_at": action["next_poll_at"]},
+        {"$set": {"next_poll_at": next_poll_at}, "$inc": {"poll_count": 1}},
+        projection={"_id": 1},
+    )
+    return claimed is not None
+
+
+async def take_finish_lease(store: Store, action: ActionDoc, token: str, now: float, lease: float) -> bool:
+    """The right to finish a job's action (docs/state-machines.md, "Ending an action")."""
+    won = await store.actions.find_one_and_update(
+        {"_id": action["_id"], "state": {"$in": [str(A.SUBMITTED), str(A.RUNNING)]}, "job_id": action["job_id"],
+         "finish_lease_at": {"$lt": now - lease}},
+        {"$set": {"finish_lease_at": now, "finish_lease_by": token}},
+        projection={"_id": 1},
+    )  # fmt: skip
+    return won is not None
+
+
+async def drop_finish_lease(store: Store, action_id: str, token: str) -> None:
+    await store.actions.update_one({"_id": action_id, "finish_lease_by": token}, {"$set": {"finish_lease_at": 0.0}})
+
+
+async def parent_finished(store: Store, child_id: str, parent_id: str) -> ActionDoc | None:
+    """Strike ``parent_id`` off the child's pending parents; the child as it was before."""
+    return await store.actions.find_one_and_update(
+        {"_id": child_id}, {"$pull": {"pending_parents": parent_id}}, projection={"pending_parents": 1, "state": 1}
+    )
+
+
+async def flag_kill(store: Store, workflow_id: str, now: float) -> None:
+    """Mark every action of a workflow as to be killed (a flagged action is never
+    submitted), and due for a poll at once."""
+    await store.actions.update_many(
+        {"workflow_id": workflow_id}, {"$set": {"kill_requested": True, "next_poll_at": now}}
+    )

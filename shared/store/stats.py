@@ -1,0 +1,84 @@
+"""History statistics at several time granularities (thesis section 2.2.1; the PanDA
+slides' time-bucket aggregates).
+
+Every counted event increments one bucket per resolution, in the same moment it happens
+(right after the winning transition), so a query reads at most a few thousand small
+bucket documents and never scans raw actions. Counters are flat fields (``failures:<reason>``)
+so the upsert works on every MongoDB-compatible server.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pymongo import UpdateOne
+
+from shared.store.client import Store
+
+RESOLUTIONS: dict[str, int] = {"1m": 60, "30m": 1800, "1d": 86_400, "10d": 864_000}
+COUNTERS = (
+    "workflows_submitted",
+    "actions_computed",
+    "actions_reused",
+    "actions_skipped",
+    "compute_seconds",
+    "saved_seconds",
+    "bytes_written",
+    "bytes_deleted",
+)
+FAILURE_PREFIX = "failures:"
+# A query may span this many buckets (120 days of minutes is 172,800); beyond it, coarser.
+MAX_BUCKETS = 250_000
+
+
+def bucket_start(at: float, width: int) -> float:
+    return float(math.floor(at / width) * width)
+
+
+def collection(store: Store):
+    return store.db["history_buckets"]
+
+
+async def count(store: Store, at: float, failure: str | None = None, failures: int = 1, **counters: float) -> None:
+    """Add ``counters`` (names from COUNTERS) and ``failures`` failures with one reason, at time ``at``."""
+    inc = {k: v for k, v in counters.items() if v}
+    unknown = set(inc) - set(COUNTERS)
+    if unknown:
+        raise ValueError(f"unknown history counters: {sorted(unknown)}")
+    if failure and failures:
+        inc[FAILURE_PREFIX + failure] = failures
+    if not inc:
+        return
+    ops = []
+    for res, width in RESOLUTIONS.items():
+        start = bucket_start(at, width)
+        ops.append(UpdateOne({"_id": f"{res}:{start:.0f}"},
+                             {"$inc": inc, "$setOnInsert": {"res": res, "start": start}}, upsert=True))  # fmt: skip
+    await collection(store).bulk_write(ops, ordered=False)
+
+
+def view(doc: dict[str, Any], width: int) -> dict[str, Any]:
+    return {
+        "start": doc["start"],
+        "end": doc["start"] + width,
+        **{k: doc.get(k, 0) for k in COUNTERS},
+        "failures": {k[len(FAILURE_PREFIX) :]: v for k, v in doc.items() if k.startswith(FAILURE_PREFIX)},
+    }
+
+
+async def query(store: Store, resolution: str, start: float, end: float, dense_limit: int = 10_000) -> list[dict]:
+    """Buckets overlapping [start, end), oldest first. Empty buckets are included (as
+    zeros) when there are at most ``dense_limit`` of them, so a plot has no gaps."""
+    width = RESOLUTIONS[resolution]
+    first = bucket_start(start, width)
+    cursor = collection(store).find({"res": resolution, "start": {"$gte": first, "$lt": end}}).sort("start", 1)
+    found = {doc["start"]: view(doc, width) async for doc in cursor}
+    count = math.ceil((end - first) / width)
+    if count > dense_limit:
+        return list(found.values())
+    out = []
+    for i in range(count):
+        s = first + i * width
+        out.append(found.get(s) or {"start": s, "end": s + width, **dict.fromkeys(COUNTERS, 0), "failures": {}})
+    return out

@@ -1,0 +1,1 @@
+"""Helpers the tests import (not fixtures: those are in the conftest.py files)."""

@@ -1,0 +1,204 @@
+"""Servers a test may kill: a private RabbitMQ node and a private nx-27017 server.
+
+The shared RabbitMQ on 127.0.0.1:5672 is used by everyone's tests, so a test that takes
+the broker away starts its own node: its own node name, AMQP and distribution ports,
+data, logs, config and (empty) plugin list under a temp dir, so it shares nothing with the
+system broker but epmd (which it registers with and leaves alone). The node runs in the
+foreground in its own process group: ``stop()`` is SIGTERM (a clean shutdown, ~1 s) or
+SIGKILL (a crash) to that group only, and ``start()`` again brings the same node back
+with its durable exchanges, queues and persistent messages (~7 s on two busy cores).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from tests.support.net import free_port, listening
+
+
+def rabbitmq_server() -> str | None:
+    """The node start script itself. Debian's /usr/sbin/rabbitmq-server is a wrapper that
+    re-runs it as the rabbitmq user from /var/lib/rabbitmq, which a private node must not."""
+    for candidate in (
+        os.environ.get("PINGO_TEST_RABBITMQ_SERVER"),
+        "/usr/lib/rabbitmq/bin/rabbitmq-server",
+        shutil.which("rabbitmq-server"),
+    ):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _kill_group(proc: subprocess.Popen, sig: int, timeout: float) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+class RabbitNode:
+    """A private RabbitMQ node on a free port. ``url`` is its AMQP URL (guest/guest)."""
+
+    START_TIMEOUT = 90.0
+
+    def __init__(self, base: Path) -> None:
+        server = rabbitmq_server()
+        if server is None:
+            raise RuntimeError("rabbitmq-server is not installed (apt-get install rabbitmq-server)")
+        self.server = server
+        self.base = base
+        self.name = f"pingo-test-{uuid.uuid4().hex[:8]}@localhost"
+        self.port = free_port()
+        self.dist_port = free_port()
+        self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        base.mkdir(parents=True, exist_ok=True)
+        (base / "rabbitmq.conf").write_text(f"listeners.tcp.default = 127.0.0.1:{self.port}\n")
+        (base / "enabled_plugins").write_text("[].\n")
+        (base / "rabbitmq-env.conf").write_text("")  # not the system's (which names the system node)
+
+    def env(self) -> dict[str, str]:
+        b = self.base
+        return {
+            **{k: v for k, v in os.environ.items() if not k.startswith(("RABBITMQ_", "ERL_"))},
+            "HOME": str(b),  # its own Erlang cookie
+            "RABBITMQ_NODENAME": self.name,
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(self.port),
+            "RABBITMQ_DIST_PORT": str(self.dist_port),
+            "RABBITMQ_CONF_ENV_FILE": str(b / "rabbitmq-env.conf"),
+            "RABBITMQ_CONFIG_FILE": str(b / "rabbitmq.conf"),
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(b / "advanced.config"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(b / "enabled_plugins"),
+            "RABBITMQ_MNESIA_BASE": str(b / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(b / "log"),
+            "RABBITMQ_PID_FILE": str(b / "pid"),
+            "ERL_EPMD_ADDRESS": "127.0.0.1",
+        }
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, wait: bool = True) -> None:
+        assert not self.running, "already running"
+        with open(self.base / "stdout.log", "ab") as out:
+            self.proc = subprocess.Popen(
+                [self.server],
+                cwd=self.base,
+                env=self.env(),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.starts += 1
+        if wait:
+            self.wait_up()
+
+    def wait_up(self, timeout: float | None = None) -> float:
+        """Wait until the node accepts AMQP connections; the seconds it took."""
+        assert self.proc is not None
+        t0 = time.monotonic()
+        deadline = t0 + (timeout or self.START_TIMEOUT)
+        while not listening(self.port):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"RabbitMQ node {self.name} exited {self.proc.returncode}: {self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"RabbitMQ node {self.name} not listening after {timeout}s: {self.log_tail()}")
+            time.sleep(0.1)
+        return time.monotonic() - t0
+
+    def stop(self, kill: bool = False) -> None:
+        """SIGTERM (clean shutdown) or SIGKILL (crash) the node's process group."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None and not kill:
+            os.killpg(self.proc.pid, signal.SIGCONT)  # a frozen node cannot shut down
+        _kill_group(self.proc, signal.SIGKILL if kill else signal.SIGTERM, timeout=30)
+        self.proc = None
+        deadline = time.monotonic() + 10
+        while listening(self.port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def wipe(self) -> None:
+        """Forget every exchange, queue and message (a broker replaced, not restarted)."""
+        assert not self.running, "stop it first"
+        shutil.rmtree(self.base / "mnesia", ignore_errors=True)
+
+    def freeze(self) -> None:
+        """SIGSTOP the node: connections stay open, nothing is answered (a hung broker)."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
+    def log_tail(self, n: int = 3000) -> str:
+        path = self.base / "stdout.log"
+        return path.read_text(errors="replace")[-n:] if path.exists() else ""
+
+
+class NxServer:
+    """A private nx-27017 server on its own port and data dir, to kill and bring back."""
+
+    def __init__(self, data: Path, port: int | None = None) -> None:
+        self.data = data
+        self.port = port or free_port()
+        self.url = f"mongodb://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        data.mkdir(parents=True, exist_ok=True)
+
+    def start(self, wait: bool = True) -> None:
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        with open(self.data / "stderr", "ab") as err:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    "from nx_27017.nx_27017 import main; main()",
+                    "--data-dir",
+                    str(self.data / "db"),
+                    "--port",
+                    str(self.port),
+                    "--pid-file",
+                    str(self.data / "pid"),
+                    "--log-file",
+                    str(self.data / "log"),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+            )
+        if wait:
+            deadline = time.monotonic() + 30
+            while not listening(self.port):
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"nx-27017 did not start: {(self.data / 'stderr').read_text()[-2000:]}")
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            _kill_group(self.proc, signal.SIGKILL, timeout=10)
+            self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _kill_group(self.proc, signal.SIGTERM, timeout=10)
+            self.proc = None

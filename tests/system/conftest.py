@@ -1,0 +1,98 @@
+"""Fixtures over real components: nx-27017 through PyMongo, RabbitMQ at 127.0.0.1:5672,
+the services in process (in-process bus) or as separate OS processes (RabbitMQ)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from pingo.dev import all_services
+from shared.config import Settings
+from shared.runtime import Context, running
+from shared.store.embedded import EmbeddedMongo
+from tests.support.net import listening
+from tests.support.system import AMQP_URL, Api, Processes, make_settings
+
+
+@pytest.fixture(scope="session")
+def amqp_url() -> str:
+    """The real RabbitMQ. Started if installed and not running; never skipped silently."""
+    if not listening(5672):
+        server = shutil.which("rabbitmq-server")
+        if server is None:
+            pytest.fail(
+                "RabbitMQ is not running on 127.0.0.1:5672 and rabbitmq-server is not installed "
+                "(apt-get install rabbitmq-server); these tests need a real broker."
+            )
+        subprocess.run([server, "-detached"], check=False)
+        deadline = time.time() + 90
+        while not listening(5672) and time.time() < deadline:
+            time.sleep(1)
+        if not listening(5672):
+            pytest.fail("started rabbitmq-server but nothing listens on 127.0.0.1:5672 after 90 s")
+    return AMQP_URL
+
+
+@pytest.fixture(scope="session")
+def mongo_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A real nx-27017 server (the MongoDB wire protocol over SQLite), reached through PyMongo:
+    the one Pingo embeds (shared/store/embedded.py), on its private Unix socket."""
+    if url := os.environ.get("PINGO_TEST_MONGO_URL"):
+        yield url
+        return
+    server = EmbeddedMongo(tmp_path_factory.mktemp("nx-27017"))
+    # Its own event loop, in a thread: none of the tests' loops is running yet.
+    with ThreadPoolExecutor(1) as thread:
+        try:
+            url = thread.submit(asyncio.run, server.start(timeout=30)).result()
+        except RuntimeError as exc:
+            server.stop()
+            pytest.fail(f"nx-27017 did not start: {exc}")
+    yield url
+    server.stop()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, mongo_url: str) -> Settings:
+    return make_settings(tmp_path, mongo_url)
+
+
+@pytest.fixture
+async def system(settings: Settings):
+    """All five services in this process, on the in-process bus."""
+    ctx = await Context.open(settings)
+    async with running(ctx, all_services):
+        api = Api(settings)
+        await api.open()
+        api.ctx = ctx
+        yield api
+        await api.close()
+
+
+@pytest.fixture
+async def processes(settings: Settings, amqp_url: str, tmp_path: Path):
+    settings = settings.model_copy(update={"amqp_url": amqp_url})
+    (tmp_path / "logs").mkdir()
+    system = Processes(settings, tmp_path / "logs")
+    await system.start_all()
+    yield system
+    await system.stop_all()
+
+
+@pytest.fixture
+def rabbit_node(tmp_path_factory: pytest.TempPathFactory):
+    """A private RabbitMQ node (tests/support/brokers.py) that the test may stop, kill and
+    start again; the shared broker on 5672 is never touched."""
+    from tests.support.brokers import RabbitNode
+
+    node = RabbitNode(tmp_path_factory.mktemp("rabbit"))
+    node.start()
+    yield node
+    node.stop(kill=True)

@@ -1,0 +1,58 @@
+"""The callback endpoint is a hint, checked and confirmed; the poller is the safety net."""
+
+from __future__ import annotations
+
+import asyncio
+
+from shared.store.transitions import decode
+from tests.support.system import Api
+from tests.support.workflows import diamond, shell_action
+
+
+async def callback(api: Api, action_id: str, **query: str) -> tuple[int, dict]:
+    url = f"{api.settings.callback_url}/callback/{action_id}"
+    assert api.http is not None
+    async with api.http.get(url, params=query) as r:
+        return r.status, await r.json()
+
+
+async def snapshot(api: Api, wf_id: str) -> list[tuple]:
+    docs = [decode(a) async for a in api.db.actions.find({"workflow_id": wf_id})]
+    return sorted((a["_id"], a["state"], len(a["history"]), a.get("attempt")) for a in docs)
+
+
+async def test_forged_and_unknown_callbacks_are_refused(system: Api) -> None:
+    plan = await system.submit({"name": "slow", "actions": [shell_action(1, "cb-slow", seconds=1.5)]})
+    aid = plan["actions"][0]["id"]
+    while (await system.workflow(plan["id"]))["actions"][0]["state"] not in ("SUBMITTED", "RUNNING"):
+        await asyncio.sleep(0.05)
+    before = await snapshot(system, plan["id"])
+    status, body = await callback(system, aid, secret="not-the-secret", jobId="x", status="SUCCEEDED")
+    assert status == 403 and body == {"error": "wrong secret"}
+    # An unknown action gets the same answer as a wrong secret: ids do not leak.
+    status, body = await callback(system, "wf-nope.1", secret="x", status="SUCCEEDED")
+    assert status == 403 and body == {"error": "wrong secret"}
+    await asyncio.sleep(0.3)
+    assert await snapshot(system, plan["id"]) == before
+    wf = await system.wait(plan["id"])
+    assert wf["state"] == "SUCCEEDED"
+
+
+async def test_repeated_and_late_callbacks_change_nothing(system: Api) -> None:
+    wf = await system.run(diamond("cb-dup"))
+    assert wf["state"] == "SUCCEEDED"
+    before = await snapshot(system, wf["id"])
+    datasets_before = sorted(
+        [(d["_id"], d["compute_count"], len(decode(d)["history"])) async for d in system.db.datasets.find()]
+    )
+    for a in wf["actions"]:
+        doc = await system.db.actions.find_one({"_id": a["id"]})
+        for state in ("SUCCEEDED", "RUNNING", "SUCCEEDED", "FAILED"):
+            status, _ = await callback(system, a["id"], secret=doc["secret"], jobId=doc["job_id"], status=state)
+            assert status == 200
+    await asyncio.sleep(0.5)
+    assert await snapshot(system, wf["id"]) == before
+    assert (
+        sorted([(d["_id"], d["compute_count"], len(decode(d)["history"])) async for d in system.db.datasets.find()])
+        == datasets_before
+    )

@@ -1,0 +1,98 @@
+"""Killing a workflow: answered at once, applied in bulk and exactly once however many
+times it is asked, applied after planning when asked during it, and finished by the
+repair sweep if the gateway that took it died."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from shared.store.transitions import decode
+from tests.support.system import Api, make_settings
+from tests.support.workflows import shell_action
+
+
+@pytest.fixture
+def settings(tmp_path: Path, mongo_url: str):
+    return make_settings(tmp_path, mongo_url, local_slots=2)
+
+
+async def wait_state(api: Api, wf_id: str, state: str, timeout: float = 60.0) -> dict:
+    deadline = time.time() + timeout
+    while (wf := await api.workflow(wf_id))["state"] != state:
+        assert time.time() < deadline, (state, wf["state"], [(a["localId"], a["state"]) for a in wf["actions"]][:5])
+        await asyncio.sleep(0.2)
+    return wf
+
+
+def fan(n: int, label: str, seconds: float = 0.0) -> dict:
+    """A root that runs for ``seconds`` and ``n`` children of it."""
+    root = shell_action(0, f"{label}-root", seconds=seconds)
+    return {"name": label, "actions": [root, *(shell_action(i, f"{label}-{i}", [0]) for i in range(1, n + 1))]}
+
+
+async def test_kill_during_planning_is_applied_when_planning_ends(system: Api) -> None:
+    body = fan(1000, "plan-kill", seconds=30)
+    submitting = asyncio.create_task(system.submit(body))
+    deadline = time.time() + 30
+    while True:
+        status, listed = await system.request("GET", "/api/v1/workflows?state=PLANNING")
+        if listed["workflows"]:
+            break
+        assert not submitting.done(), "planning ended before the test could kill it"
+        assert time.time() < deadline
+        await asyncio.sleep(0.01)
+    wf_id = listed["workflows"][0]["id"]
+    status, killed = await system.request("POST", f"/api/v1/workflows/{wf_id}/kill")
+    assert status == 202, killed
+    assert killed["killRequested"] is True
+    plan = await submitting
+    assert plan["id"] == wf_id
+    wf = await wait_state(system, wf_id, "KILLED")
+    assert {a["state"] for a in wf["actions"]} == {"KILLED"}
+    # The root's job, if it was started at all, was stopped: it did not run its 30 s.
+    root = wf["actions"][0]
+    doc = await system.db.actions.find_one({"_id": root["id"]})
+    assert root["finishedAt"] - wf["createdAt"] < 25, "\n".join(map(str, [*doc["history"], root]))
+
+
+async def test_a_large_kill_answers_at_once_and_repeated_kills_do_the_work_once(system: Api) -> None:
+    plan = await system.submit(fan(1500, "big", seconds=30))
+    wf_id = plan["id"]
+    deadline = time.time() + 30
+    while (await system.workflow(wf_id))["actions"][0]["state"] != "RUNNING":
+        assert time.time() < deadline
+        await asyncio.sleep(0.2)
+    answers = await asyncio.gather(*(system.request("POST", f"/api/v1/workflows/{wf_id}/kill") for _ in range(5)))
+    assert [status for status, _ in answers] == [202] * 5
+    # The answers came before the work was done: the workflow was still running.
+    assert {body["state"] for _, body in answers} == {"RUNNING"}
+    wf = await wait_state(system, wf_id, "KILLED")
+    assert {a["state"] for a in wf["actions"]} == {"KILLED"}
+    docs = [decode(d) async for d in system.db.actions.find({"workflow_id": wf_id}, {"history": 1})]
+    killed_entries = [sum(h["state"] == "KILLED" for h in d["history"]) for d in docs]
+    assert killed_entries == [1] * 1501
+    # Every claim and producer mark is released: nothing of it can block a deletion.
+    held = await system.db.datasets.count_documents({"claims": {"$in": [d["_id"] for d in docs]}})
+    assert held == 0
+    assert await system.db.datasets.count_documents({"producers": {"$in": [d["_id"] for d in docs]}}) == 0
+    status, stats = await system.request("GET", "/api/v1/history/stats?resolution=1d")
+    assert stats["totals"]["failures"].get("killed") == 1501
+    status, again = await system.request("POST", f"/api/v1/workflows/{wf_id}/kill")
+    assert status == 409 and "already ended KILLED" in again["error"]
+
+
+async def test_an_interrupted_kill_is_finished_by_the_repair_sweep(system: Api) -> None:
+    plan = await system.submit(fan(3, "interrupted", seconds=30))
+    wf_id = plan["id"]
+    # A gateway recorded the kill, then died before applying any of it.
+    await system.db.workflows.update_one(
+        {"_id": wf_id},
+        {"$set": {"kill_requested": True, "kill_applied": False, "kill_requested_at": time.time() - 60}},
+    )
+    wf = await wait_state(system, wf_id, "KILLED")
+    assert {a["state"] for a in wf["actions"]} == {"KILLED"}
+    assert (await system.db.workflows.find_one({"_id": wf_id}))["kill_applied"]

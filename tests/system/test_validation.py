@@ -1,0 +1,239 @@
+"""Submission-time validation over real HTTP (docs/planning.md, "The workflow definition").
+
+Every rejection must (a) answer 422, (b) name each problem with where it is, and
+(c) write nothing: no workflow, no action, no dataset. A body too large, malformed or
+nested too deep is a 400 or 413. Each rule of the workflow language, and the path and
+support checks, are tested without the gateway in tests/unit/test_validation.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.validation import command_line, map_reduce, one, shell, workflow
+from tests.support.workflows import shell_action
+
+WORKFLOWS = "/api/v1/workflows"
+NOTHING = {"workflows": 0, "actions": 0, "datasets": 0}
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+async def post(system, raw: bytes) -> tuple[int, Any]:
+    return await system.request("POST", WORKFLOWS, data=raw, headers={"Content-Type": "application/json"})
+
+
+async def rejected(system, body: Any) -> list[dict[str, Any]]:
+    """Submit ``body``; it must be refused with 422, list violations, and store nothing."""
+    status, out = await post(system, json.dumps(body).encode())
+    assert status == 422, out
+    assert isinstance(out, dict) and isinstance(out.get("error"), str), out
+    violations = out["violations"]
+    assert isinstance(violations, list) and violations, out
+    assert all(isinstance(v.get("loc"), str) and v.get("message") for v in violations), violations
+    assert await system.counts() == NOTHING
+    return violations
+
+
+# --- accepted as written --------------------------------------------------------------------
+
+
+async def test_end_after_start_is_accepted(system):
+    """The complement of an end action that is an ancestor of the start (a violation, in
+    tests/unit/test_validation.py): the same chain with start and end the right way round."""
+    plan = await system.submit(workflow(shell(1), shell(2, [1]), shell(3, [2]), startActionId=1, endActionId=3))
+    assert [a["id"] for a in plan["actions"]] == [f"{plan['id']}.{i}" for i in (1, 2, 3)]
+
+
+async def test_the_largest_64_bit_ids_are_accepted(system):
+    top, bottom = 2**63 - 1, -(2**63)
+    plan = await system.submit(workflow(shell(top), shell(bottom, [top])))
+    wf = await system.wait(plan["id"])
+    assert wf["state"] == "SUCCEEDED"
+    assert {a["localId"] for a in wf["actions"]} == {top, bottom}
+
+
+# --- every violation in one response --------------------------------------------------------
+
+
+async def test_path_and_support_violations_are_listed_with_the_others(system):
+    body = workflow(
+        shell(1),
+        shell(1),  # duplicate id
+        {**shell(2, [1]), "actionFolder": "/etc"},  # outside the action roots
+        shell(3, [1], isManaged=False, outputPath="/etc/x"),  # outside the output roots
+        map_reduce(4, [1]),  # not supported by this executor
+    )
+    violations = await rejected(system, body)
+    one(violations, "actions[1].id", actionId=1)
+    one(violations, "actions[2].actionFolder", actionId=2)
+    one(violations, "actions[3].outputPath", actionId=3)
+    one(violations, "actions[4].type", actionId=4)
+
+
+# --- the body itself ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"{not json", b'{"name": "x", "actions": [', b"", b'{"name": "\xc3\x28"}', b'{"name": "x", "n": NaN}'],
+    ids=["garbage", "truncated", "empty", "not-utf8", "nan"],
+)
+async def test_malformed_json_is_a_400_with_a_json_error(system, raw):
+    status, out = await post(system, raw)
+    assert status == 400, out
+    assert isinstance(out, dict) and "malformed json" in out["error"].lower(), out
+    assert await system.counts() == NOTHING
+
+
+async def test_body_over_the_limit_is_a_413_with_a_json_error(system, settings):
+    body = workflow(shell(1), padding="x" * (settings.max_body_bytes + 1024))
+    status, out = await post(system, json.dumps(body).encode())
+    assert status == 413, out
+    assert isinstance(out, dict) and str(settings.max_body_bytes) in out["error"], out
+    assert await system.counts() == NOTHING
+
+
+async def test_body_just_under_the_limit_is_accepted(system, settings):
+    """The limit is the configured one, not something smaller."""
+    body = workflow(shell(1))
+    size = len(json.dumps({**body, "padding": ""}).encode())
+    body["padding"] = "x" * (settings.max_body_bytes - size - 16)
+    plan = await system.submit(body)
+    assert [a["id"] for a in plan["actions"]] == [f"{plan['id']}.1"]
+
+
+async def test_deeply_nested_json_is_a_400_with_a_json_error(system):
+    status, out = await post(system, b"[" * 100_000 + b"]" * 100_000)
+    assert status == 400, out
+    assert isinstance(out, dict) and out.get("error"), out
+    assert await system.counts() == NOTHING
+
+
+def nested(depth: int) -> bytes:
+    """A workflow whose first action has a field holding arrays ``depth`` levels deep in all
+    (the workflow object, its actions array and the action count as three)."""
+    action = json.dumps(shell(1)).encode()
+    inner = depth - 3
+    return b'{"name": "deep", "actions": [' + action[:-1] + b', "x": ' + b"[" * inner + b"]" * inner + b"}]}"
+
+
+async def test_a_field_nested_past_the_limit_is_a_400_saying_where(system):
+    status, out = await post(system, nested(900))
+    assert status == 400, out
+    assert "nested deeper than 64" in out["error"], out
+    (v,) = out["violations"]
+    assert v["loc"].startswith("actions[0].x[0][0]"), v
+    assert await system.counts() == NOTHING
+
+
+async def test_nesting_up_to_the_limit_is_accepted(system):
+    status, out = await post(system, nested(64))
+    assert status == 201, out
+    status, out = await post(system, nested(65))
+    assert status == 400, out
+
+
+# --- both formats are accepted --------------------------------------------------------------
+
+
+def check_plan(plan: dict[str, Any], local_ids: list[Any]) -> dict[Any, dict[str, Any]]:
+    assert isinstance(plan["id"], str) and plan["id"], plan
+    assert plan["state"] in ("RUNNING", "SUCCEEDED"), plan
+    by_local = {a["id"].removeprefix(plan["id"] + "."): a for a in plan["actions"]}
+    assert sorted(by_local) == sorted(str(i) for i in local_ids), plan
+    for a in plan["actions"]:
+        assert a["id"].startswith(plan["id"] + "."), a
+        assert isinstance(a["name"], str) and a["name"], a
+        assert HEX64.match(a["hash"]), a
+        assert a["decision"] in ("compute", "reuse"), a
+        assert isinstance(a["outputPath"], str) and a["outputPath"], a
+    assert len({a["hash"] for a in plan["actions"]}) == len(plan["actions"]), "distinct actions share a hash"
+    return by_local
+
+
+async def test_thesis_format_is_accepted(system, settings):
+    body = {
+        "name": "thesis format",
+        "startActionId": 1,
+        "endActionId": 3,
+        "actions": [
+            {**command_line(1), "type": "command-line"},
+            {**shell(2, [1]), "type": "Shell"},
+            {**command_line(3, [2, 1]), "type": "Command_Line"},
+        ],
+    }
+    plan = await system.submit(body)
+    assert plan["state"] == "RUNNING"
+    actions = check_plan(plan, [1, 2, 3])
+    assert [a["name"] for a in plan["actions"]] == ["cl-1", "v-2", "cl-3"]
+    assert all(a["decision"] == "compute" for a in plan["actions"])
+    for a in actions.values():
+        assert Path(a["outputPath"]) == settings.managed_dir / a["hash"]
+    wf = await system.workflow(plan["id"])
+    types = {a["localId"]: a["type"] for a in wf["actions"]}
+    assert types == {1: "COMMAND_LINE", 2: "SHELL", 3: "COMMAND_LINE"}
+    parents = {a["localId"]: [str(p) for p in a["parents"]] for a in wf["actions"]}
+    assert parents == {1: [], 2: ["1"], 3: ["1", "2"]}  # ordered by parent id, not as written
+    counts = await system.counts()
+    assert counts["workflows"] == 1 and counts["actions"] == 3
+
+
+async def test_generator_format_is_accepted(system, settings):
+    common = {"type": "SHELL", "actionFolder": "examples/jobs", "command": ["python3", "synth.py"]}
+    body = {
+        "name": "generator format",
+        "actions": [
+            {
+                "actionId": 1,
+                "name": "first",
+                **common,
+                "parentActions": [],
+                "additionalInput": [
+                    {"key": "label", "value": "g-1"},
+                    {"key": "seconds", "value": "0"},
+                    {"key": "sizeKB", "value": "1"},
+                ],
+                "configurationParameters": [{"key": "mapreduce.job.queuename", "value": "default"}],
+            },
+            {
+                "actionId": 2,
+                "name": "second",
+                **common,
+                "parentActions": [1],
+                "additionalInput": [
+                    {"key": "label", "value": "g-2"},
+                    {"key": "seconds", "value": "0"},
+                    {"key": "sizeKB", "value": "1"},
+                ],
+                "configurationParameters": [],
+                "outputPath": "generator/out-2",
+            },
+        ],
+    }
+    plan = await system.submit(body)
+    actions = check_plan(plan, [1, 2])
+    assert Path(actions["1"]["outputPath"]) == settings.managed_dir / actions["1"]["hash"]
+    assert Path(actions["2"]["outputPath"]) == settings.allowed_output_roots[0] / "generator" / "out-2"
+    wf = await system.workflow(plan["id"])
+    managed = {a["localId"]: a["managed"] for a in wf["actions"]}
+    assert managed == {1: True, 2: False}  # outputPath alone means unmanaged
+
+
+# --- what the action folders hold -----------------------------------------------------------
+
+
+async def test_an_action_folder_too_large_to_fingerprint_is_a_violation(system):
+    # "." is the whole action root here (the repository, virtual environment included):
+    # hashing it on every submission is refused, and nothing is stored.
+    body = {"name": "whole-root", "actions": [{**shell_action(1, "root"), "actionFolder": "."}]}
+    status, out = await system.request("POST", "/api/v1/workflows", json=body)
+    assert status == 422, out
+    [v] = out["violations"]
+    assert (v["loc"], v["field"], v["actionId"]) == ("actions[0].actionFolder", "actionFolder", 1)
+    assert "at most 5000 files" in v["message"]
+    assert await system.db.workflows.count_documents({}) == 0

@@ -1,0 +1,78 @@
+"""The import rules that keep the installation simple: nothing imports the CLI, the CLI's
+parser imports no optional package, and the Hadoop emulator is a program of its own (the
+wheel and the image, installed: tests/system/test_packaging.py)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+PACKAGES = [p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]]
+
+
+# -- the import rules ---------------------------------------------------------------------
+def imports_of(path: Path, module: str) -> set[str]:
+    """Every module ``path`` imports (anywhere in it), relative imports made absolute."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)
+    return found
+
+
+def project_modules() -> dict[str, set[str]]:
+    graph = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).with_suffix("")
+            module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+            graph[module] = imports_of(path, module)
+    return graph
+
+
+def test_import_rules() -> None:
+    graph = project_modules()
+    assert "pingo.cli" in graph and "hadoop_emulator.cli" in graph
+    tops = {m: {i.split(".")[0] for i in found} for m, found in graph.items()}
+    # The command line is a leaf: no module imports it.
+    assert [m for m, found in graph.items() if "pingo.cli" in found] == []
+    # The emulator is a program of its own: it imports nothing of Pingo, and nothing of Pingo
+    # imports it (`pingo emulate-hadoop` names it only when it runs).
+    pingo = {"pingo", "shared", "services", "evaluation"}
+    emulator = {m for m in tops if m.split(".")[0] == "hadoop_emulator"}
+    assert {m: tops[m] & pingo for m in emulator if tops[m] & pingo} == {}
+    assert [m for m, t in tops.items() if "hadoop_emulator" in t and m not in emulator] == []
+    # The services and their shared core know nothing of the clients and tools around them.
+    assert {m: t & {"pingo", "evaluation"} for m, t in tops.items() if m.split(".")[0] in ("shared", "services")} == {
+        m: set() for m in tops if m.split(".")[0] in ("shared", "services")
+    }
+
+
+def test_the_parser_imports_no_service_and_no_optional_package() -> None:
+    probe = (
+        "import sys, pingo.cli; pingo.cli.parser(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('evaluation', 'hadoop_emulator', 'shared') "
+        "or m.startswith('services.') or m in ('pingo.dev', 'pingo.demo')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_serve_offers_every_service() -> None:
+    from pingo.cli import service_names
+    from pingo.dev import SERVICES
+
+    assert service_names() == sorted(SERVICES)

@@ -1,0 +1,130 @@
+"""The state machines (docs/state-machines.md): the tables. The one guarded write that
+uses them, against the real store, is tested in tests/system/test_states.py."""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+
+import pytest
+
+from shared.states import (
+    ACTION_IN_FLIGHT,
+    ACTION_INITIAL,
+    ACTION_TERMINAL,
+    ACTION_TRANSITIONS,
+    DATASET_INITIAL,
+    DATASET_TRANSITIONS,
+    TABLES,
+    WORKFLOW_TERMINAL,
+    WORKFLOW_TRANSITIONS,
+    ActionState,
+    DatasetState,
+    IllegalTransition,
+    WorkflowState,
+    check,
+)
+
+A, D, W = ActionState, DatasetState, WorkflowState
+
+
+def reachable(table: dict, starts) -> set:
+    seen = set(starts)
+    todo = deque(starts)
+    while todo:
+        for nxt in table[todo.popleft()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+# --- the tables -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("table", "enum"),
+    [(ACTION_TRANSITIONS, A), (DATASET_TRANSITIONS, D), (WORKFLOW_TRANSITIONS, W)],
+    ids=["action", "dataset", "workflow"],
+)
+def test_every_state_has_a_row_and_every_target_is_a_state(table, enum):
+    assert set(table) == set(enum)
+    for targets in table.values():
+        assert set(targets) <= set(enum)
+
+
+def test_terminal_states_have_no_exits():
+    assert ACTION_TERMINAL == {A.FINISHED, A.FAILED, A.KILLED, A.REUSED, A.SKIPPED}
+    assert WORKFLOW_TERMINAL == {W.SUCCEEDED, W.FAILED, W.KILLED}
+    cases = ((ACTION_TRANSITIONS, ACTION_TERMINAL, A), (WORKFLOW_TRANSITIONS, WORKFLOW_TERMINAL, W))
+    for table, terminal, enum in cases:
+        for s in terminal:
+            assert not table[s], s
+            for target in enum:
+                with pytest.raises(IllegalTransition):
+                    check(table, s, target)
+
+
+def test_every_action_state_is_reachable_from_an_initial_state():
+    assert reachable(ACTION_TRANSITIONS, ACTION_INITIAL) == set(A)
+
+
+def test_every_action_state_can_end():
+    """Every action reaches a terminal state: none is a trap it cannot leave."""
+    for s in A:
+        assert reachable(ACTION_TRANSITIONS, [s]) & ACTION_TERMINAL, s
+
+
+def test_action_lifecycle_of_the_design_is_allowed():
+    path = [A.WAITING, A.READY, A.PROCESSING, A.SUBMITTED, A.RUNNING, A.FINISHED]
+    for src, dst in itertools.pairwise(path):
+        check(ACTION_TRANSITIONS, src, dst)
+    for src in (A.PROCESSING, A.SUBMITTED):  # a submit error puts the action back
+        check(ACTION_TRANSITIONS, src, A.READY)
+    check(ACTION_TRANSITIONS, A.PROCESSING, A.PROCESSING)  # a stale claim is taken again
+    for src in (A.WAITING, A.READY, A.PROCESSING, A.SUBMITTED, A.RUNNING):  # kill / upstream_failed
+        check(ACTION_TRANSITIONS, src, A.KILLED)
+
+
+def test_in_flight_actions_cannot_go_back_to_waiting():
+    for src in ACTION_IN_FLIGHT:
+        with pytest.raises(IllegalTransition):
+            check(ACTION_TRANSITIONS, src, A.WAITING)
+
+
+def test_every_dataset_state_is_reachable_from_an_initial_state():
+    assert reachable(DATASET_TRANSITIONS, DATASET_INITIAL) == set(D)
+
+
+def test_leaf_never_reaches_deletion():
+    """LEAF outputs are never deleted automatically: no path from LEAF leads towards deletion."""
+    after_leaf = reachable(DATASET_TRANSITIONS, [D.LEAF])
+    assert after_leaf == {D.LEAF}
+    assert not after_leaf & {D.STORED_TO_DELETE, D.PROCESSING, D.DELETING, D.DELETED}
+
+
+def test_only_stored_datasets_enter_deletion():
+    """Only STORED is ever chosen for deletion. Inside the deletion pipeline a deletor may
+    hand a dataset back to STORED_TO_DELETE, but from outside it the one way in is STORED."""
+    pipeline = {D.STORED_TO_DELETE, D.PROCESSING, D.DELETING}
+    entries = {
+        (s, t) for s, targets in DATASET_TRANSITIONS.items() if s not in pipeline for t in targets if t in pipeline
+    }
+    assert entries == {(D.STORED, D.STORED_TO_DELETE)}
+    # PROCESSING and DELETING are only reached from inside the pipeline, through STORED_TO_DELETE.
+    into_processing = {s for s, targets in DATASET_TRANSITIONS.items() if D.PROCESSING in targets}
+    into_deleting = {s for s, targets in DATASET_TRANSITIONS.items() if D.DELETING in targets}
+    assert into_processing == {D.STORED_TO_DELETE, D.PROCESSING}
+    assert into_deleting == {D.PROCESSING, D.DELETING}
+    # ...and a file is only deleted (DELETING -> DELETED) after that road.
+    for s in set(D) - {D.DELETING, D.TO_STORE, D.TO_LEAF}:
+        assert D.DELETED not in DATASET_TRANSITIONS[s], s
+
+
+def test_workflow_runs_then_ends():
+    assert WORKFLOW_TRANSITIONS[W.RUNNING] == {W.SUCCEEDED, W.FAILED, W.KILLED}
+    assert reachable(WORKFLOW_TRANSITIONS, [W.PLANNING]) == set(W)
+
+
+def test_tables_are_registered_by_entity():
+    assert TABLES == {"action": ACTION_TRANSITIONS, "dataset": DATASET_TRANSITIONS, "workflow": WORKFLOW_TRANSITIONS}

@@ -1,0 +1,415 @@
+"""Submission-time validation (docs/planning.md, "The workflow definition"): what the
+gateway checks in a body before it stores anything, without the gateway. Every rejection
+names each problem with where it is.
+
+Over real HTTP, where a rejection also answers 422 and writes nothing, and where a body
+too large, malformed or nested too deep is a 400 or 413: tests/system/test_validation.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.workflow_manager.submission import fingerprints, resolve_paths
+from shared.config import Settings
+from shared.executors.factory import make_executor
+from shared.storage import make_storage
+from shared.workflow_spec import parse_workflow
+from tests.support.validation import command_line, map_reduce, one, says, shell, without, workflow
+from tests.support.workflows import ROOT
+
+
+class Checks:
+    """The gateway's checks of a parsed body, in its order (``post_workflow`` in
+    services/workflow_manager/service.py): the workflow language, then the paths and the
+    executor's support, then, if all is well, the action folders' fingerprints."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.storage = make_storage(settings)
+        self.supported = make_executor(settings).supports
+
+    async def violations(self, body: Any) -> list[dict[str, Any]]:
+        parsed: list = []
+        _, violations = parse_workflow(body, parsed)
+        paths, local = await resolve_paths(parsed, self.settings, self.storage, self.supported)
+        violations = [*violations, *local]
+        if not violations:
+            _, violations = await fingerprints(parsed, paths, self.storage)
+        return [v.model_dump(exclude_none=True) for v in violations]
+
+
+@pytest.fixture
+def checks(tmp_path: Path) -> Checks:
+    """With the action and output roots of the system tests' settings; no store, no broker."""
+    return Checks(Settings(data_dir=tmp_path / "data", action_roots=[ROOT], output_roots=[tmp_path / "outputs"]))
+
+
+async def rejected(checks: Checks, body: Any) -> list[dict[str, Any]]:
+    """``body``'s violations: there must be some, each saying where and what."""
+    violations = await checks.violations(body)
+    assert isinstance(violations, list) and violations, body
+    assert all(isinstance(v.get("loc"), str) and v.get("message") for v in violations), violations
+    return violations
+
+
+# --- no actions -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", [{"name": "empty"}, {"name": "empty", "actions": []}], ids=["missing", "empty"])
+async def test_workflow_without_actions_is_rejected(checks, body):
+    violations = await rejected(checks, body)
+    says(one(violations, "actions", field="actions"), "at least one action")
+    assert len(violations) == 1, violations
+
+
+# --- identifiers and references -------------------------------------------------------------
+
+
+async def test_duplicate_action_ids_are_rejected(checks):
+    violations = await rejected(checks, workflow(shell(1), shell(2, [1]), shell(2, [1])))
+    v = one(violations, "actions[2].id", actionId=2, field="id")
+    says(v, "duplicate", "actions[1]")
+    assert len(violations) == 1, violations
+
+
+async def test_duplicate_ids_across_formats_are_rejected(checks):
+    generator = {**without(shell(7), "id"), "actionId": 7}
+    violations = await rejected(checks, workflow(shell(7), generator))
+    says(one(violations, "actions[1].id", actionId=7, field="id"), "duplicate")
+
+
+@pytest.mark.parametrize("field", ["startActionId", "endActionId"])
+async def test_undefined_start_or_end_action_is_rejected(checks, field):
+    violations = await rejected(checks, workflow(shell(1), shell(2, [1]), **{field: 99}))
+    says(one(violations, field, field=field), "99", "not an action")
+    assert len(violations) == 1, violations
+
+
+async def test_undefined_parent_is_rejected(checks):
+    violations = await rejected(checks, workflow(shell(1), shell(2, [1]), shell(3, [2, 42])))
+    says(one(violations, "actions[2].parentActions", actionId=3, field="parentActions"), "42", "not an action")
+    assert len(violations) == 1, violations
+
+
+async def test_undefined_parent_in_generator_format_is_rejected(checks):
+    child = {"actionId": "b", "name": "b", "type": "SHELL", "command": ["true"], "parentActions": ["a", "zz"]}
+    parent = {"actionId": "a", "name": "a", "type": "SHELL", "command": ["true"]}
+    violations = await rejected(checks, workflow(parent, child))
+    says(one(violations, "actions[1].parentActions", actionId="b", field="parentActions"), "zz")
+
+
+# --- cycles ---------------------------------------------------------------------------------
+
+
+async def test_two_cycle_is_rejected(checks):
+    violations = await rejected(checks, workflow(shell(1), shell(2, [1, 3]), shell(3, [2])))
+    v = one(violations, "actions", field="parentActions")
+    says(v, "cycle")
+    assert v["actionId"] in (2, 3)
+    assert set(re.findall(r"\d+", v["message"])) == {"2", "3"}, v
+
+
+async def test_longer_cycle_is_rejected(checks):
+    body = workflow(shell(1), shell(2, [1, 5]), shell(3, [2]), shell(4, [3]), shell(5, [4]), shell(6, [5]))
+    violations = await rejected(checks, body)
+    v = one(violations, "actions", field="parentActions")
+    says(v, "cycle")
+    assert v["actionId"] in (2, 3, 4, 5)
+    # Names exactly the actions on the cycle, not the ones hanging off it.
+    assert set(re.findall(r"\d+", v["message"])) == {"2", "3", "4", "5"}, v
+
+
+async def test_self_parent_is_rejected(checks):
+    violations = await rejected(checks, workflow(shell(1), shell(2, [1, 2])))
+    says(one(violations, "actions[1].parentActions", actionId=2, field="parentActions"), "own parent")
+
+
+async def test_end_action_that_is_an_ancestor_of_start_is_rejected(checks):
+    body = workflow(shell(1), shell(2, [1]), shell(3, [2]), startActionId=3, endActionId=1)
+    violations = await rejected(checks, body)
+    says(one(violations, "endActionId", field="endActionId"), "ancestor")
+    assert len(violations) == 1, violations
+
+
+# --- required fields per type ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("action", "field"),
+    [
+        (without(command_line(1), "actionFolder"), "actionFolder"),
+        (without(command_line(1), "mainClassName"), "mainClassName"),
+        ({**command_line(1), "mainClassName": ""}, "mainClassName"),
+        (without(shell(1), "command"), "command"),
+        ({**shell(1), "command": []}, "command"),
+        (without(map_reduce(1), "actionFolder"), "actionFolder"),
+        (without(map_reduce(1), "configurationParameters"), "configurationParameters"),
+    ],
+    ids=[
+        "cl-no-folder",
+        "cl-no-main",
+        "cl-empty-main",
+        "shell-no-command",
+        "shell-empty-command",
+        "mr-no-folder",
+        "mr-no-conf",
+    ],
+)
+async def test_missing_required_field_is_rejected(checks, action, field):
+    violations = await rejected(checks, workflow(shell(0), {**action, "parentActions": [{"id": 0}]}))
+    says(one(violations, f"actions[1].{field}", actionId=1, field=field), field, "required")
+    assert len(violations) == 1, violations
+
+
+async def test_shell_command_must_be_an_argv(checks):
+    violations = await rejected(checks, workflow({**shell(1), "command": ["python3", ""]}))
+    says(one(violations, "actions[0].command", actionId=1, field="command"), "argv")
+
+
+@pytest.mark.parametrize("spelling", ["MAP_REDUCE", "map-reduce", "Map_Reduce"])
+async def test_valid_map_reduce_is_rejected_as_not_supported(checks, spelling):
+    violations = await rejected(checks, workflow(shell(1), {**map_reduce(2, [1]), "type": spelling}))
+    says(one(violations, "actions[1].type", actionId=2, field="type"), "MAP_REDUCE", "not supported")
+    assert len(violations) == 1, violations
+
+
+async def test_unmanaged_action_without_output_path_is_rejected(checks):
+    violations = await rejected(checks, workflow(shell(1), shell(2, [1], isManaged=False)))
+    says(one(violations, "actions[1].outputPath", actionId=2, field="outputPath"), "unmanaged", "outputPath")
+    assert len(violations) == 1, violations
+
+
+async def test_managed_action_with_output_path_is_rejected(checks):
+    violations = await rejected(checks, workflow(shell(1, isManaged=True, outputPath="mine/out")))
+    one(violations, "actions[0].outputPath", actionId=1, field="outputPath")
+
+
+@pytest.mark.parametrize("kind", ["PIG", "shell script", "", None])
+async def test_unknown_or_missing_type_is_rejected(checks, kind):
+    violations = await rejected(checks, workflow(shell(1), {**shell(2, [1]), "type": kind}))
+    v = one(violations, "actions[1].type", actionId=2, field="type")
+    if kind:
+        says(v, "unknown", repr(kind))
+    else:
+        says(v, "missing")
+
+
+# --- every violation in one answer ----------------------------------------------------------
+
+
+async def test_every_violation_is_listed_in_one_response(checks):
+    body = {
+        "name": "many problems",
+        "startActionId": 77,
+        "actions": [
+            shell(1),
+            shell(1),  # duplicate id
+            shell(4, [99]),  # undefined parent
+            shell(6, [7]),
+            shell(7, [6]),  # a cycle
+            shell(5, [1], isManaged=False),  # unmanaged without outputPath
+            without(command_line(2, [1]), "mainClassName"),  # missing required field
+            {**shell(3, [2]), "type": "HIVE"},  # unknown type
+        ],
+    }
+    violations = await rejected(checks, body)
+    one(violations, "actions[1].id", actionId=1, field="id")
+    one(violations, "actions[2].parentActions", actionId=4, field="parentActions")
+    says(one(violations, "actions", field="parentActions"), "cycle")
+    one(violations, "actions[5].outputPath", actionId=5, field="outputPath")
+    one(violations, "actions[6].mainClassName", actionId=2, field="mainClassName")
+    one(violations, "actions[7].type", actionId=3, field="type")
+    one(violations, "startActionId", field="startActionId")
+    assert len(violations) == 7, violations
+
+
+async def test_locations_count_actions_that_failed_to_parse(checks):
+    """An invalid action earlier in the list must not shift the location of later problems."""
+    body = workflow(
+        without(command_line(1), "mainClassName"),  # actions[0]: dropped by the parser
+        shell(2),
+        shell(3, [2, 99]),  # actions[2]: undefined parent
+        shell(2),  # actions[3]: duplicate id
+        shell(4, [4]),  # actions[4]: its own parent
+    )
+    violations = await rejected(checks, body)
+    one(violations, "actions[0].mainClassName", actionId=1)
+    one(violations, "actions[2].parentActions", actionId=3)
+    one(violations, "actions[3].id", actionId=2)
+    one(violations, "actions[4].parentActions", actionId=4)
+
+
+# --- the body itself ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "loc", "words"),
+    [
+        (b'{"name": "\\ud800", "actions": [%s]}', "name", ["surrogate"]),
+        (b'{"name": "w", "actions": [%s], "x\\u0000y": 1}', '$["x\\u0000y"]', ["NUL"]),
+        (b'{"name": "w", "actions": [%s], "meta": {"\\udfff": 1}}', 'meta["\\udfff"]', ["surrogate"]),
+        (b'{"name": "w", "actions": [%s], "n": 1e999}', "n", ["finite"]),
+    ],
+    ids=["lone-surrogate-in-name", "nul-in-key", "lone-surrogate-in-key", "infinite-number"],
+)
+async def test_text_and_numbers_that_cannot_be_stored_are_rejected(checks, raw, loc, words):
+    """The body is stored as BSON: its keys are C strings, its text UTF-8, its numbers finite."""
+    violations = await rejected(checks, json.loads(raw % json.dumps(shell(1)).encode()))
+    says(one(violations, loc), *words)
+
+
+async def test_nul_in_an_action_key_names_the_action(checks):
+    violations = await rejected(checks, workflow(shell(1), {**shell(2, [1]), "x\x00": 1}))
+    says(one(violations, 'actions[1]["x\\u0000"]', actionId=2), "NUL")
+
+
+async def test_a_lone_surrogate_in_an_action_name_is_rejected(checks):
+    raw = json.dumps(workflow(shell(1))).replace('"v-1"', '"v\\ud800"').encode()
+    violations = await rejected(checks, json.loads(raw))
+    says(one(violations, "actions[0].name", actionId=1, field="name"), "surrogate")
+
+
+@pytest.mark.parametrize("aid", [2**63, -(2**63) - 1, 10**30])
+async def test_action_ids_must_fit_64_bits(checks, aid):
+    violations = await rejected(checks, workflow(shell(aid), shell(2, [aid])))
+    says(one(violations, "actions[0].id", field="id"), "64-bit")
+    one(violations, "actions[1].parentActions[0].id")
+
+
+async def test_an_int_id_and_the_same_id_as_text_are_duplicates(checks):
+    """Both would be the action document "<workflow>.1"."""
+    violations = await rejected(checks, workflow(shell(1), shell("1")))
+    v = one(violations, "actions[1].id", actionId="1", field="id")
+    says(v, "duplicate", "actions[0]", "same action")
+    assert len(violations) == 1, violations
+
+
+@pytest.mark.parametrize("field", ["startActionId", "endActionId"])
+@pytest.mark.parametrize("ref", [[1], {"id": 1}], ids=["list", "object"])
+async def test_non_scalar_start_or_end_reference_is_rejected(checks, field, ref):
+    violations = await rejected(checks, workflow(shell(1), **{field: ref}))
+    one(violations, field, field=field)
+
+
+@pytest.mark.parametrize("body", [[shell(1)], "workflow", 42, None], ids=["list", "string", "number", "null"])
+async def test_non_object_body_is_rejected(checks, body):
+    violations = await rejected(checks, body)
+    says(one(violations, "$"), "object")
+
+
+async def test_boolean_ids_and_non_scalar_inputs_are_rejected(checks) -> None:
+    body = {
+        "actions": [
+            {"id": True, "name": "a", "type": "SHELL", "command": ["true"]},
+            {"id": 2, "name": "b", "type": "SHELL", "command": ["true"], "additionalInput": {"k": [1]}},
+        ]
+    }
+    locs = {v["loc"]: v["message"] for v in await rejected(checks, body)}
+    assert "not a boolean" in locs["actions[0].id"]
+    assert "must be a string, number or boolean" in locs["actions[1].additionalInput"]
+
+
+# --- paths must stay inside the allowed roots -----------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["../../etc/x", "a/../../x", "/etc/x", "/"])
+async def test_output_path_outside_the_output_roots_is_rejected(checks, path):
+    violations = await rejected(checks, workflow(shell(1), shell(2, [1], isManaged=False, outputPath=path)))
+    one(violations, "actions[1].outputPath", actionId=2, field="outputPath")
+    assert len(violations) == 1, violations
+
+
+async def test_output_path_equal_to_the_output_root_is_rejected(checks):
+    root = str(checks.settings.allowed_output_roots[0])
+    violations = await rejected(checks, workflow(shell(1, isManaged=False, outputPath=root)))
+    one(violations, "actions[0].outputPath", actionId=1, field="outputPath")
+
+
+@pytest.mark.parametrize("folder", ["/etc", "examples/../../etc", "../", "/"])
+async def test_action_folder_outside_the_action_roots_is_rejected(checks, folder):
+    violations = await rejected(checks, workflow(shell(1), {**shell(2, [1]), "actionFolder": folder}))
+    one(violations, "actions[1].actionFolder", actionId=2, field="actionFolder")
+    assert len(violations) == 1, violations
+
+
+async def test_action_folder_that_does_not_exist_is_rejected(checks):
+    violations = await rejected(checks, workflow({**command_line(1), "actionFolder": "examples/no-such-jobs"}))
+    says(one(violations, "actions[0].actionFolder", actionId=1, field="actionFolder"), "not a directory")
+
+
+# --- what reaches a process launcher ---------------------------------------------------------------
+# argv, environment variables and -Dkey=value are C strings: NUL ends them (the launcher
+# raises); a key with "=" or no key at all is not a variable or property name.
+
+
+def conf(*pairs: tuple[str | None, str]) -> list[dict[str, str]]:
+    return [{"value": v} if k is None else {"key": k, "value": v} for k, v in pairs]
+
+
+@pytest.mark.parametrize(
+    ("action", "loc", "words"),
+    [
+        ({**shell(1), "additionalInput": [{"key": "label", "value": "a\x00b"}]}, "additionalInput[0].value", ["NUL"]),
+        ({**shell(1), "additionalInput": ["x", "a\x00b"]}, "additionalInput[1]", ["NUL"]),
+        ({**shell(1), "additionalInput": {"label": "a\x00b"}}, "additionalInput.label", ["NUL"]),
+        ({**shell(1), "command": ["python3", "synth.py\x00"]}, "command[1]", ["NUL"]),
+        ({**command_line(1), "mainClassName": "org.Main\x00"}, "mainClassName", ["NUL"]),
+        ({**shell(1), "configurationParameters": conf(("A", "1"), ("B", "x\x00"))}, "configurationParameters[1].value",
+         ["NUL"]),
+        ({**shell(1), "configurationParameters": conf(("A", "1"), ("B\x00", "x"))}, "configurationParameters[1].key",
+         ["NUL"]),
+        ({**shell(1), "configurationParameters": conf(("A", "1"), ("B=C", "x"))}, "configurationParameters[1].key",
+         ["="]),
+        ({**command_line(1), "configurationParameters": conf(("a", "1"), ("b=c", "x"))},
+         "configurationParameters[1].key", ["="]),
+        ({**command_line(1), "configurationParameters": conf(("a", "1"), ("", "x"))}, "configurationParameters[1].key",
+         ["needs a key", "Java system property"]),
+        ({**command_line(1), "configurationParameters": conf((None, "x"))}, "configurationParameters[0].key",
+         ["needs a key"]),
+        ({**shell(1), "configurationParameters": conf(("", "x"))}, "configurationParameters[0].key",
+         ["needs a key", "environment variable"]),
+        ({**shell(1), "configurationParameters": {"OK": "1", "A=B": "x"}}, 'configurationParameters["A=B"]', ["="]),
+        ({**shell(1), "configurationParameters": {"": "x"}}, 'configurationParameters[""]', ["needs a key"]),
+    ],
+    ids=[
+        "input-value-nul",
+        "input-plain-nul",
+        "input-dict-nul",
+        "command-nul",
+        "main-class-nul",
+        "conf-value-nul",
+        "conf-key-nul",
+        "shell-conf-key-equals",
+        "cl-conf-key-equals",
+        "cl-conf-key-empty",
+        "cl-conf-key-missing",
+        "shell-conf-key-empty",
+        "shell-conf-dict-key-equals",
+        "shell-conf-dict-key-empty",
+    ],
+)  # fmt: skip
+async def test_values_that_would_crash_the_launcher_are_rejected(checks, action, loc, words):
+    violations = await rejected(checks, workflow(action))
+    field = loc.split("[")[0].split(".")[0]
+    says(one(violations, f"actions[0].{loc}", actionId=1, field=field), *words)
+    assert len(violations) == 1, violations
+
+
+async def test_every_launcher_problem_is_listed_at_once(checks):
+    body = workflow(
+        {**shell(1), "command": ["python3", "a\x00"], "configurationParameters": conf(("K=V", "1"), ("", "2"))},
+        {**command_line(2, [1]), "additionalInput": [{"key": "k", "value": "\x00"}]},
+    )
+    violations = await rejected(checks, body)
+    assert {v["loc"] for v in violations} == {
+        "actions[0].command[1]",
+        "actions[0].configurationParameters[0].key",
+        "actions[0].configurationParameters[1].key",
+        "actions[1].additionalInput[0].value",
+    }, violations
