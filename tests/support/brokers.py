@@ -11,15 +11,17 @@ with its durable exchanges, queues and persistent messages (~7 s on two busy cor
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from shared.store.embedded import EmbeddedMongo
 from tests.support.net import free_port, listening
 
 
@@ -155,50 +157,28 @@ class RabbitNode:
 
 
 class NxServer:
-    """A private nx-27017 server on its own port and data dir, to kill and bring back."""
+    """A private nx-27017 server (Pingo's own embedded launcher, ``EmbeddedMongo``) on its
+    own data dir and Unix socket, to kill and bring back. Its URL is known before it starts."""
 
-    def __init__(self, data: Path, port: int | None = None) -> None:
-        self.data = data
-        self.port = port or free_port()
-        self.url = f"mongodb://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
+    def __init__(self, data: Path) -> None:
         data.mkdir(parents=True, exist_ok=True)
+        self.server = EmbeddedMongo(data)
+        self.url = self.server.url
 
-    def start(self, wait: bool = True) -> None:
-        assert self.proc is None or self.proc.poll() is not None, "already running"
-        with open(self.data / "stderr", "ab") as err:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    "from nx_27017.nx_27017 import main; main()",
-                    "--data-dir",
-                    str(self.data / "db"),
-                    "--port",
-                    str(self.port),
-                    "--pid-file",
-                    str(self.data / "pid"),
-                    "--log-file",
-                    str(self.data / "log"),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                start_new_session=True,
-            )
-        if wait:
-            deadline = time.monotonic() + 30
-            while not listening(self.port):
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"nx-27017 did not start: {(self.data / 'stderr').read_text()[-2000:]}")
-                time.sleep(0.05)
+    def start(self) -> None:
+        """Start it and wait until it answers (from sync code or inside a running loop)."""
+        assert self.server.proc is None or self.server.proc.poll() is not None, "already running"
+        self.server.proc = None
+        with ThreadPoolExecutor(1) as thread:
+            thread.submit(asyncio.run, self.server.start(timeout=30)).result()
 
     def kill(self) -> None:
-        if self.proc is not None:
-            _kill_group(self.proc, signal.SIGKILL, timeout=10)
-            self.proc = None
+        """A crash: SIGKILL, no clean shutdown."""
+        proc = self.server.proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        self.server.proc = None
 
     def stop(self) -> None:
-        if self.proc is not None:
-            _kill_group(self.proc, signal.SIGTERM, timeout=10)
-            self.proc = None
+        self.server.stop()

@@ -19,7 +19,6 @@ import pytest
 
 from shared.store.transitions import decode
 from tests.support.brokers import NxServer, RabbitNode
-from tests.support.net import free_port
 from tests.support.system import TERMINAL, Processes, make_settings
 from tests.support.workflows import shell_action
 
@@ -175,7 +174,7 @@ async def test_services_started_before_store_and_broker_wait_for_them(tmp_path: 
     """A service started while the store and the broker are unreachable waits for them
     (saying so in its log) instead of exiting, and works once they appear."""
     node = RabbitNode(tmp_path / "rabbit")  # not started yet
-    nx = NxServer(tmp_path / "nx", port=free_port())  # nothing listens on its port yet
+    nx = NxServer(tmp_path / "nx")  # nothing listens on its socket yet
     settings = make_settings(tmp_path, nx.url, amqp_url=node.url)
     (tmp_path / "logs").mkdir()
     system = Chaos(settings, tmp_path / "logs")
@@ -282,7 +281,7 @@ async def test_broker_down_mid_workflow(chaos: Chaos) -> None:
 @pytest.mark.parametrize("chaos", [{}], indirect=True)
 async def test_store_down_mid_workflow(chaos: Chaos) -> None:
     """The store (nx-27017) is SIGKILLed for ~10 s while workflows run, then restarted on
-    the same port and data dir."""
+    the same socket and data dir."""
     spine = await chaos.submit(chain("s-spine", 10))
     plans = [spine, await chaos.submit(fan("s-fan", 4))]
     await chaos.until("spine step 2", lambda: _at_least(chaos.finished(spine["id"]), 2))
