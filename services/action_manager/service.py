@@ -123,7 +123,13 @@ class ActionManager:
             },
         )
         if res is None:
-            return  # the lease was taken over, or the action was killed: someone else has it
+            # The lease was taken over (someone else has it), or its workflow is being
+            # killed: then it is ours to end, if the kill did not end it already.
+            mine = await acts.get(self.ctx.store, action["_id"])
+            if mine and mine.get("kill_requested") and mine["state"] == A.PROCESSING:
+                lease = {"lease_owner": self.owner, "lease_at": action["lease_at"]}
+                await self.outcomes.end(mine, A.KILLED, "killed", sources=[A.PROCESSING], where=lease, by=self.owner)
+            return
         definition = res["definition"]
         try:
             await storage.prepare(attempt_path)
@@ -174,7 +180,10 @@ class ActionManager:
         message = f"submit failed ({errors}/{self.settings.submit_retry_ceiling}): {exc}"
         log.warning("%s: %s", action["_id"], message)
         guard = {"sources": [A.SUBMITTED], "where": {"external_id": external_id}, "note": message}
-        if errors >= self.settings.submit_retry_ceiling:
+        if (await acts.get(self.ctx.store, action["_id"], {"kill_requested": 1}) or {}).get("kill_requested"):
+            # Killed while it was being submitted: no retry, it ends KILLED.
+            await self.outcomes.end(action, A.KILLED, "killed", message, by=self.owner, **guard)
+        elif errors >= self.settings.submit_retry_ceiling:
             await self.outcomes.end(
                 action, A.FAILED, "submit_failed", message, by=self.owner, set={"submit_errors": errors}, **guard
             )

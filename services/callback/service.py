@@ -121,6 +121,11 @@ class CallbackService:
         if job_id is not None:
             await acts.record_job(self.ctx.store, action["_id"], action["external_id"], job_id)
             return
+        if action.get("kill_requested"):
+            # Its workflow is being killed: no new attempt, it ends KILLED.
+            where = {"external_id": action["external_id"], "job_id": None}
+            await self.outcomes.end(action, A.KILLED, "killed", sources=[A.SUBMITTED], where=where, by=self.name)
+            return
         await self.mover.action(
             action["_id"], A.READY, by=self.name, sources=[A.SUBMITTED],
             where={"external_id": action["external_id"], "job_id": None}, note="submitter lost before the job existed",

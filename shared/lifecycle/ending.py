@@ -155,7 +155,9 @@ class Outcomes:
 
     async def end_descendants(self, action: ActionDoc, reason: str = "upstream_failed") -> None:
         """The computed descendants of an action that failed never start: each ends KILLED.
-        They are all waiting on it (a pending parent keeps them WAITING)."""
+        All of them are WAITING (their pending parent never finished), and only a kill
+        moves a WAITING action otherwise (to KILLED, releasing the same things), so each
+        is released before its move, like every ending."""
         seen: set[str] = set()
         queue = deque(action.get("children", []))
         while queue:
@@ -166,8 +168,8 @@ class Outcomes:
             child = await acts.get(self.store, child_id)
             if child is None:
                 continue
-            if child["state"] in NO_JOB:
-                await self.end(child, A.KILLED, reason, sources=NO_JOB, cascade=False)
+            if child["state"] == A.WAITING:
+                await self.end(child, A.KILLED, reason, sources=[A.WAITING], cascade=False)
             queue.extend(child.get("children", []))
 
     async def kill_workflow(self, workflow_id: str) -> None:
@@ -185,15 +187,20 @@ class Outcomes:
         async with self.mover.batch():
             await acts.flag_kill(store, workflow_id, now)
             await self.stop_jobs(workflow_id)
+
+            async def release_killed(_: list[ActionDoc]) -> None:
+                # Every KILLED action of the workflow, not only those just moved: a kill
+                # applied again after a crash releases what the first attempt did not.
+                killed = await acts.in_state(
+                    store, A.KILLED, workflow_id=workflow_id, fields={"claims": 1, "managed": 1, "hash": 1}
+                )
+                held, produced = ds.held_by(killed)
+                await ds.release(store, held, produced, self.by, "killed")
+
             await self.mover.actions_many(
                 {"workflow_id": workflow_id}, A.KILLED, by=self.by, sources=NO_JOB, note="killed",
-                set={"finished_at": now, "reason": "killed", "error": "killed"},
+                set={"finished_at": now, "reason": "killed", "error": "killed"}, before_effects=release_killed,
             )  # fmt: skip
-            killed = await acts.in_state(
-                store, A.KILLED, workflow_id=workflow_id, fields={"claims": 1, "managed": 1, "hash": 1}
-            )
-            held, produced = ds.held_by(killed)
-            await ds.release(store, held, produced, self.by, "killed")
             await wfs.kill_applied(store, workflow_id)
             await self.mover.settle(workflow_id)
 

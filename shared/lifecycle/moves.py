@@ -9,11 +9,12 @@ second replica or a repair sweep counts and announces once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +30,18 @@ from shared.store.transitions import transition, transition_many
 
 Doc = dict[str, Any]
 W = WorkflowState
-# Workflows whose settling waits for the end of the current task's ``Mover.batch()``.
-_settle_later: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("settle_later", default=None)
+# Workflows whose settling waits for the end of a ``Mover.batch()``, with the task that
+# opened it: a task started inside the batch inherits the variable but not the batch.
+_settle_later: contextvars.ContextVar[tuple[asyncio.Task | None, set[str]] | None] = contextvars.ContextVar(
+    "settle_later", default=None
+)
+
+
+def _open_batch() -> set[str] | None:
+    later = _settle_later.get()
+    return later[1] if later is not None and later[0] is asyncio.current_task() else None
+
+
 COLLECTIONS = {"action": "actions", "dataset": "datasets", "workflow": "workflows"}
 TABLES = {"action": ACTION_TRANSITIONS, "dataset": DATASET_TRANSITIONS, "workflow": WORKFLOW_TRANSITIONS}
 
@@ -71,10 +82,13 @@ class Mover:
     async def actions_many(
         self, where: Doc, target: ActionState, *, sources: list[ActionState], by: str | None = None,
         set: Doc | None = None, note: str | None = None,
+        before_effects: Callable[[list[Doc]], Awaitable[None]] | None = None,
     ) -> list[Doc]:  # fmt: skip
         """Move every action matching ``where`` in one of ``sources`` to ``target``, one
         write per source state, then apply the effects to the moved ones (tagged with a
-        batch token to read them back). The moved documents come back."""
+        batch token to read them back); ``before_effects`` runs in between, so what the
+        moved actions held is released before anyone hears of the move. The moved
+        documents come back."""
         batch = uuid.uuid4().hex
         n = 0
         for s in sources:
@@ -82,9 +96,9 @@ class Mover:
                 self.store.actions, ACTION_TRANSITIONS, where, target, by=by or self.producer, sources=[s],
                 set={**(set or {}), "move_batch": batch}, note=note,
             )  # fmt: skip
-        if not n:
-            return []
-        moved = await acts.in_state(self.store, target, {**where, "move_batch": batch})
+        moved = await acts.in_state(self.store, target, {**where, "move_batch": batch}) if n else []
+        if before_effects is not None:
+            await before_effects(moved)
         by_source: dict[str | None, list[Doc]] = {}
         for d in moved:
             by_source.setdefault(source_of(d, None), []).append(d)
@@ -137,12 +151,16 @@ class Mover:
     async def settle(self, workflow_id: str) -> Doc | None:
         """End a RUNNING workflow whose actions all ended; idempotent. Inside ``batch()``
         it waits for the batch's end, so a cascade settles each workflow once."""
-        later = _settle_later.get()
+        later = _open_batch()
         if later is not None:
             later.add(workflow_id)
             return None
-        wf = await wfs.get(self.store, workflow_id, {"state": 1, "kill_requested": 1})
+        wf = await wfs.get(self.store, workflow_id, {"state": 1, "kill_requested": 1, "kill_applied": 1})
         if wf is None or wf["state"] != W.RUNNING:
+            return None
+        if wf.get("kill_requested") and wf.get("kill_applied") is False:
+            # Its kill is being applied: ``kill_workflow`` settles it once it has released
+            # everything (until then the repair sweep applies the kill again).
             return None
         final = wfs.derive(
             await acts.of_workflow(self.store, workflow_id, {"state": 1}), bool(wf.get("kill_requested"))
@@ -153,18 +171,20 @@ class Mover:
 
     @contextlib.asynccontextmanager
     async def batch(self) -> AsyncIterator[None]:
-        """Settle each workflow this task touches inside once, at the end."""
-        if _settle_later.get() is not None:
+        """Settle each workflow this task touches inside once, at the end. Nothing is
+        settled if the block fails: what it left undone is applied again first (by the
+        poller, the repair sweep or a retry), and settling comes after that."""
+        if _open_batch() is not None:
             yield
             return
         pending: set[str] = set()
-        token = _settle_later.set(pending)
+        token = _settle_later.set((asyncio.current_task(), pending))
         try:
             yield
         finally:
             _settle_later.reset(token)
-            for wf_id in sorted(pending):
-                await self.settle(wf_id)
+        for wf_id in sorted(pending):
+            await self.settle(wf_id)
 
 
 def subject(entity: str, d: Doc) -> Subject:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any, TypedDict
 
 from shared.planning import PlannedAction
-from shared.states import ActionState
+from shared.states import ACTION_TERMINAL, ActionState
 from shared.store.client import Store
 from shared.store.transitions import decode, history_entry
 from shared.workflow_spec import ActionId, id_order
@@ -214,6 +214,9 @@ async def parent_finished(store: Store, child_id: str, parent_id: str) -> Action
 async def flag_kill(store: Store, workflow_id: str, now: float) -> None:
     """Mark every action of a workflow as to be killed (a flagged action is never
     submitted), and due for a poll at once."""
+    # One write for every state: an action moving between states while a kill is applied
+    # (SUBMITTED back to READY after a submit error) cannot slip between two writes.
     await store.actions.update_many(
-        {"workflow_id": workflow_id}, {"$set": {"kill_requested": True, "next_poll_at": now}}
+        {"workflow_id": workflow_id, "state": {"$nin": sorted(ACTION_TERMINAL)}, "kill_requested": {"$ne": True}},
+        {"$set": {"kill_requested": True, "next_poll_at": now}},
     )

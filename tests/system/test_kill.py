@@ -96,3 +96,26 @@ async def test_an_interrupted_kill_is_finished_by_the_repair_sweep(system: Api) 
     wf = await wait_state(system, wf_id, "KILLED")
     assert {a["state"] for a in wf["actions"]} == {"KILLED"}
     assert (await system.db.workflows.find_one({"_id": wf_id}))["kill_applied"]
+
+
+async def test_a_kill_ends_an_action_whose_submitter_died_before_its_job_existed(system: Api) -> None:
+    """A submitter that died between SUBMITTED and creating the job leaves an action with
+    no job. Killed meanwhile, it must end KILLED, not go back to READY and wait forever."""
+    plan = await system.submit(fan(1, "orphan", seconds=30))
+    wf_id = plan["id"]
+    deadline = time.time() + 30
+    while (await system.workflow(wf_id))["actions"][0]["state"] != "RUNNING":
+        assert time.time() < deadline
+        await asyncio.sleep(0.2)
+    child = f"{wf_id}.1"
+    # The crash, as the store keeps it: SUBMITTED long ago, an attempt id no job has.
+    forged = await system.db.actions.update_one(
+        {"_id": child, "state": "WAITING"},
+        {"$set": {"state": "SUBMITTED", "external_id": f"{child}#1", "job_id": None, "submitted_at": 0.0,
+                  "next_poll_at": 0.0, "attempt": 1, "pending_parents": []}},
+    )  # fmt: skip
+    assert forged.modified_count == 1
+    status, _ = await system.request("POST", f"/api/v1/workflows/{wf_id}/kill")
+    assert status == 202
+    wf = await wait_state(system, wf_id, "KILLED")
+    assert {a["state"] for a in wf["actions"]} == {"KILLED"}
