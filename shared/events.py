@@ -28,6 +28,7 @@ class EventType(StrEnum):
     DATASET_STORED = "dataset.stored"
     DATASET_MARKED = "dataset.marked"
     DATASET_DELETED = "dataset.deleted"
+    DATASET_LOST = "dataset.lost"
     WORKFLOW_FINISHED = "workflow.finished"
 
 

@@ -33,6 +33,8 @@ class DatasetState(StrEnum):
     PROCESSING = "PROCESSING"
     DELETING = "DELETING"
     DELETED = "DELETED"
+    # Its files were found missing or changed behind Pingo's back: computed again when needed.
+    LOST = "LOST"
 
 
 class WorkflowState(StrEnum):
@@ -68,14 +70,16 @@ DATASET_TRANSITIONS: dict[DatasetState, frozenset[DatasetState]] = {
     D.TO_STORE: frozenset({D.TO_LEAF, D.STORED, D.LEAF, D.DELETED}),
     D.TO_LEAF: frozenset({D.LEAF, D.DELETED}),
     # STORED -> STORED re-records size/time after a forced recomputation.
-    D.STORED: frozenset({D.STORED, D.LEAF, D.STORED_TO_DELETE}),
-    D.LEAF: frozenset({D.LEAF}),
+    D.STORED: frozenset({D.STORED, D.LEAF, D.STORED_TO_DELETE, D.LOST}),
+    # A leaf is never deleted by Pingo; its files may still be lost.
+    D.LEAF: frozenset({D.LEAF, D.LOST}),
     # A marked dataset whose file is still whole can be taken back by a planner that
     # wants it (revive), instead of being deleted and computed again.
-    D.STORED_TO_DELETE: frozenset({D.PROCESSING, D.STORED, D.LEAF}),
+    D.STORED_TO_DELETE: frozenset({D.PROCESSING, D.STORED, D.LEAF, D.LOST}),
     D.PROCESSING: frozenset({D.PROCESSING, D.DELETING, D.STORED_TO_DELETE, D.STORED, D.LEAF}),
     D.DELETING: frozenset({D.DELETING, D.DELETED, D.STORED_TO_DELETE}),
     D.DELETED: frozenset({D.TO_STORE, D.TO_LEAF, D.STORED, D.LEAF}),
+    D.LOST: frozenset({D.TO_STORE, D.TO_LEAF}),
 }
 DATASET_INITIAL = frozenset({D.TO_STORE, D.TO_LEAF})
 # Datasets whose file is whole and may be read by a new workflow.

@@ -19,7 +19,7 @@ from shared.config import Settings
 from shared.hashing import workflow_hashes
 from shared.planning import PlannedAction, plan
 from shared.runtime import Context
-from shared.states import ActionState, WorkflowState
+from shared.states import DATASET_REUSABLE, ActionState, DatasetState, WorkflowState
 from shared.storage import Storage
 from shared.storage.base import FolderTooLarge
 from shared.store import actions as acts
@@ -29,7 +29,7 @@ from shared.ticker import cancel_all
 from shared.workflow_spec import ActionId, ActionSpec, Violation, WorkflowSpec
 
 log = logging.getLogger(__name__)
-A, W = ActionState, WorkflowState
+A, D, W = ActionState, DatasetState, WorkflowState
 BY = "workflow_manager"
 # Distinct last-use instants of the datasets one workflow computes, in plan order. Wider
 # than 10 us: nx-27017 keeps a float set by an update to 15 significant digits (10 us at
@@ -121,12 +121,33 @@ class StoreGate:
         return f"{self.workflow_id}.{local}"
 
     async def try_reuse(self, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> bool:
-        if h not in self.known:
+        if h not in self.known or not await self.present(self.known[h]):
             return False
         ok = await ds.try_reuse(self.ctx.store, h, lineage, [self.action_id(c) for c in claimants], leaf, BY)
         if ok:
             self.claimed.append(h)
         return ok
+
+    async def present(self, doc: dict[str, Any]) -> bool:
+        """A missing dataset is a miss: before a stored dataset is promised to a plan, its
+        files must be there with the size recorded when it was committed. One found
+        missing or changed is marked LOST (and its leftover removed) and computed again."""
+        if doc["state"] not in DATASET_REUSABLE or doc["state"] == D.PROCESSING:
+            return True  # nothing to verify: not reusable, or already being deleted (a miss anyway)
+        found = await self.ctx.storage.size(doc["path"])  # one stat (local) or two requests (WebHDFS)
+        if found is not None and (doc.get("size") is None or found == doc["size"]):
+            return True
+        log.warning("dataset %s: %s at %s (recorded %s B); marking it lost", doc["_id"],
+                    "missing" if found is None else f"{found} B", doc["path"], doc.get("size"))  # fmt: skip
+        storage = self.ctx.storage
+        if found is not None and storage.inside(doc["path"], [storage.root]):
+            await storage.delete(doc["path"])  # changed under the managed root: not to be read again
+        lost = await self.ctx.mover(BY).dataset(
+            doc["_id"], D.LOST, sources=[doc["state"]], set={"found_size": found, "lost_at": time.time()}, note="lost"
+        )
+        if lost is not None:
+            self.known[doc["_id"]] = lost
+        return False
 
 
 class PlanningLost(Exception):

@@ -87,6 +87,17 @@ DATASET_EFFECTS: dict[DatasetState, tuple[Effect, ...]] = {
             after=frozenset({D.DELETING}),
         ),
     ),
+    # Its files were found missing or changed: it will be computed again.
+    D.LOST: (
+        Effect(
+            events=(
+                (
+                    EventType.DATASET_LOST,
+                    lambda d: {"path": d.get("path"), "size": d.get("size"), "found_size": d.get("found_size")},
+                ),
+            ),
+        ),
+    ),
 }
 
 

@@ -175,7 +175,7 @@ async def prepare_compute(
                 continue
         state = doc["state"]
         common = {"set": {"last_used_at": now}, "add_to_set": {"producers": [producer], "claims": claimants}, "by": by}
-        if state == D.DELETED:
+        if state in (D.DELETED, D.LOST):
             res = await transition(store.datasets, DATASET_TRANSITIONS, h, to, sources=[state], **common)
         elif state == D.TO_STORE and leaf:
             res = await transition(store.datasets, DATASET_TRANSITIONS, h, D.TO_LEAF, sources=[state], **common)

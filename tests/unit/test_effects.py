@@ -54,6 +54,9 @@ def test_only_a_real_deletion_is_announced_and_counted() -> None:
     assert events("dataset", D.TO_STORE, D.DELETED) == []
     assert events("dataset", D.STORED, D.STORED_TO_DELETE) == [EventType.DATASET_MARKED]
     assert events("dataset", D.DELETING, D.STORED_TO_DELETE) == []
+    # Files found gone behind Pingo's back are announced as lost, whatever state they were in.
+    for state in (D.STORED, D.LEAF, D.STORED_TO_DELETE):
+        assert events("dataset", state, D.LOST) == [EventType.DATASET_LOST]
 
 
 def test_workflow_submission_and_end_events() -> None:
