@@ -75,11 +75,11 @@ class Faults(BaseModel):
     http_503_burst_oozie: int = Field(
         0, ge=0, description="The next N Oozie requests (not /emulator/*) answer 503 E0002 (counts down)."
     )
-    http_503_burst_webhdfs: int = Field(
+    standby_burst_webhdfs: int = Field(
         0,
         ge=0,
-        description="The next N WebHDFS requests, NameNode or DataNode, answer 503 with a StandbyException "
-        "RemoteException (one shared counter, counts down).",
+        description="The next N WebHDFS requests, NameNode or DataNode, answer as a NameNode in standby does: "
+        "403 with a StandbyException RemoteException (one shared counter, counts down).",
     )
     webhdfs_require_xsrf: bool = Field(
         False, description="Non-GET WebHDFS requests without an X-XSRF-HEADER header answer 400."

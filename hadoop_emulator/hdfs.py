@@ -47,7 +47,6 @@ _STATUS = {
     "IllegalArgumentException": 400,
     "InvalidPathException": 400,
     "UnsupportedOperationException": 400,
-    "StandbyException": 503,
 }
 
 

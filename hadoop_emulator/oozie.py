@@ -173,7 +173,7 @@ class OozieApp:
         set_faults: Callable[[Faults], None],
         reset_faults: Callable[[], Faults],
         stats: Callable[[], dict[str, Any]],
-        count_503: Callable[[], None],
+        count_unavailable: Callable[[], None],
     ) -> None:
         self.engine = engine
         self.notifier = notifier
@@ -181,7 +181,7 @@ class OozieApp:
         self.set_faults = set_faults
         self.reset_faults = reset_faults
         self.stats = stats
-        self.count_503 = count_503
+        self.count_unavailable = count_unavailable
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -196,7 +196,7 @@ class OozieApp:
         faults = self.get_faults()
         if faults.http_503_burst_oozie > 0:
             faults.http_503_burst_oozie -= 1
-            self.count_503()
+            self.count_unavailable()
             return error_response(503, "E0002", "E0002: System is in safe mode")
         try:
             return await self._route(request, path)
@@ -332,7 +332,9 @@ class OozieApp:
         if show == "status" and version == 1:
             raise OozieError(400, "E0302", "Invalid parameter [Not supported in this version]")
         job_id, _, node = resource.partition("@")
-        job = self._job(job_id)
+        # Oozie reads the status through a query that raises E0605 for a missing row;
+        # show=info raises E0604 ("Job does not exist").
+        job = self._job(job_id, "E0605" if show == "status" else "E0604")
         tz = zone(request.query.get("timezone"))
         action = None
         if node:

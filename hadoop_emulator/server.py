@@ -66,7 +66,7 @@ class Emulator:
         self.faults = faults
         self._initial_faults = faults.model_copy()
         self.rpc_port = rpc_port
-        self.http_503 = {"oozie": 0, "webhdfs": 0}
+        self.unavailable = {"oozie": 0, "webhdfs": 0}
         self._runners: list[web.AppRunner] = []
         self.oozie_url = self.namenode_url = self.datanode_url = self.hdfs_uri = ""
         self.namespace = Namespace(root)
@@ -95,7 +95,7 @@ class Emulator:
         return {
             **self.engine.stats(),
             "notifications": {**self.notifier.stats, "pending": self.notifier.pending()},
-            "http503": dict(self.http_503),
+            "unavailable": dict(self.unavailable),
         }
 
     # -- lifecycle --------------------------------------------------------------------
@@ -116,7 +116,7 @@ class Emulator:
             lambda: self.faults,
             self._datanode_base,
             f"{host}:{self.rpc_port}",
-            lambda: self._count_503("webhdfs"),
+            lambda: self._count_unavailable("webhdfs"),
         )
         dn_port = await self._serve(webhdfs.datanode_app(), datanode_port)
         self.datanode_url = f"http://{host}:{dn_port}"
@@ -143,7 +143,7 @@ class Emulator:
             self.set_faults,
             self.reset_faults,
             self.stats,
-            lambda: self._count_503("oozie"),
+            lambda: self._count_unavailable("oozie"),
         )
         runner = web.AppRunner(oozie.app(), access_log=None, handle_signals=False)
         await runner.setup()
@@ -163,8 +163,8 @@ class Emulator:
             return f"http://{request.url.host or '127.0.0.1'}:{self._dn_port}"
         return self.datanode_url
 
-    def _count_503(self, side: str) -> None:
-        self.http_503[side] += 1
+    def _count_unavailable(self, side: str) -> None:
+        self.unavailable[side] += 1
 
     async def stop(self) -> None:
         if hasattr(self, "engine"):

@@ -160,20 +160,20 @@ class WebHdfs:
         faults: Callable[[], Faults],
         datanode_base: Callable[[web.Request], str],
         rpc_address: str,
-        count_503: Callable[[], None],
+        count_unavailable: Callable[[], None],
     ) -> None:
         self.ns = namespace
         self._faults = faults
         self.datanode_base = datanode_base
         self.rpc_address = rpc_address
-        self.count_503 = count_503
+        self.count_unavailable = count_unavailable
 
     # -- common -----------------------------------------------------------------------
     def _burst(self) -> web.Response | None:
         faults = self._faults()
-        if faults.http_503_burst_webhdfs > 0:
-            faults.http_503_burst_webhdfs -= 1
-            self.count_503()
+        if faults.standby_burst_webhdfs > 0:
+            faults.standby_burst_webhdfs -= 1
+            self.count_unavailable()
             return json_error(
                 HdfsError("StandbyException", "Operation category READ is not supported in state standby")
             )

@@ -115,7 +115,8 @@ class OozieExecutor:
         try:
             status = await self.oozie.status(job_id)
         except OozieError as exc:
-            if exc.code == "E0604":
+            # show=info says E0604 for an unknown or purged job, v2 show=status E0605.
+            if exc.code in ("E0604", "E0605"):
                 return JobStatus(state=JobState.UNKNOWN, error=exc.message)
             raise
         if status == "PREP":

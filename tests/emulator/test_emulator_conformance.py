@@ -298,6 +298,9 @@ async def test_versions_and_bad_methods(emu: Emulator, http: aiohttp.ClientSessi
         async with http.get(f"{emu.oozie_url}/v{version}/job/{missing}", params={"show": "info"}) as resp:
             message = await assert_oozie_error(resp, 400, "E0604")
             assert message == f"E0604: Job does not exist [{missing}]"
+    # v2 show=status reads the job through a query whose missing row is E0605 (DagEngine.getJobStatus).
+    async with http.get(f"{emu.oozie_url}/v2/job/{missing}", params={"show": "status"}) as resp:
+        await assert_oozie_error(resp, 400, "E0605")
 
 
 async def test_submit_checks_in_order(emu: Emulator, http: aiohttp.ClientSession) -> None:
@@ -790,18 +793,19 @@ async def test_fault_status_lag(emu: Emulator, http: aiohttp.ClientSession, tmp_
     assert await wait_status(http, emu, job_id) == "SUCCEEDED"
 
 
-async def test_fault_http_503_bursts(emu: Emulator, http: aiohttp.ClientSession) -> None:
-    await faults(http, emu, http_503_burst_oozie=2, http_503_burst_webhdfs=1)
+async def test_fault_unavailable_bursts(emu: Emulator, http: aiohttp.ClientSession) -> None:
+    await faults(http, emu, http_503_burst_oozie=2, standby_burst_webhdfs=1)
     for _ in range(2):
         async with http.get(f"{emu.oozie_url}/versions") as resp:
             await assert_oozie_error(resp, 503, "E0002", "System is in safe mode")
     async with http.get(f"{emu.oozie_url}/versions") as resp:
         assert resp.status == 200
     async with http.get(f"{emu.namenode_url}/webhdfs/v1/?op=GETFILESTATUS") as resp:
-        await remote_exception(resp, 503, "StandbyException")
+        # Hadoop maps every IOException, StandbyException included, to 403 (ExceptionHandler).
+        await remote_exception(resp, 403, "StandbyException")
     async with http.get(f"{emu.namenode_url}/webhdfs/v1/?op=GETFILESTATUS") as resp:
         assert resp.status == 200
-    assert (await stats(http, emu))["http503"] == {"oozie": 2, "webhdfs": 1}
+    assert (await stats(http, emu))["unavailable"] == {"oozie": 2, "webhdfs": 1}
 
 
 async def test_fault_fail_and_hang_actions(emu: Emulator, http: aiohttp.ClientSession) -> None:
