@@ -42,12 +42,14 @@ class ActionManager:
         self.tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
-        await self.ctx.bus.subscribe(
-            f"{self.settings.exchange}.{self.name}", [EventType.ACTION_READY.value], self.on_event
-        )
         self.tasks.append(asyncio.create_task(forever("action scraper", self.scrape, self.ticker)))
         for _ in range(self.settings.submitters):
             self.tasks.append(asyncio.create_task(self.submitter()))
+        # Subscribed last: the loops run on their timers even while the broker is away
+        # (events only wake them sooner).
+        await self.ctx.bus.subscribe(
+            f"{self.settings.exchange}.{self.name}", [EventType.ACTION_READY.value], self.on_event
+        )
 
     async def stop(self) -> None:
         await cancel_all(self.tasks)

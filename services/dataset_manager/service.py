@@ -44,15 +44,17 @@ class DatasetManager:
         self.tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
+        self.tasks.append(asyncio.create_task(forever("dataset scraper", self.scrape, self.ticker)))
+        self.tasks.append(asyncio.create_task(forever("orphan sweep", self.sweep, self.sweep_ticker)))
+        for _ in range(self.settings.deletors):
+            self.tasks.append(asyncio.create_task(self.deletor()))
+        # Subscribed last: the loops run on their timers even while the broker is away
+        # (events only wake them sooner).
         await self.ctx.bus.subscribe(
             f"{self.settings.exchange}.{self.name}",
             [EventType.DATASET_MARKED.value, EventType.ACTION_FINISHED.value],
             self.on_event,
         )
-        self.tasks.append(asyncio.create_task(forever("dataset scraper", self.scrape, self.ticker)))
-        self.tasks.append(asyncio.create_task(forever("orphan sweep", self.sweep, self.sweep_ticker)))
-        for _ in range(self.settings.deletors):
-            self.tasks.append(asyncio.create_task(self.deletor()))
 
     async def stop(self) -> None:
         await cancel_all(self.tasks)

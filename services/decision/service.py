@@ -61,10 +61,12 @@ class DecisionService:
         self.tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
+        self.tasks.append(asyncio.create_task(forever("decision", self.run_once, self.ticker)))
+        # Subscribed last: the loops run on their timers even while the broker is away
+        # (events only wake them sooner).
         await self.ctx.bus.subscribe(
             f"{self.settings.exchange}.{self.name}", [EventType.DATASET_STORED.value], self.on_event
         )
-        self.tasks.append(asyncio.create_task(forever("decision", self.run_once, self.ticker)))
 
     async def stop(self) -> None:
         await cancel_all(self.tasks)

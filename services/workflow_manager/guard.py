@@ -203,12 +203,10 @@ class Guard:
                 await request.read()
         except TimeoutError:
             response = error(408, f"the request body did not arrive within {self.settings.body_timeout:g} s")
+            # Answer, then hang up after a short linger (the gateway's ``LINGER``), reading and
+            # discarding what the client still sends: a socket closed with unread input
+            # resets the connection, and a reset can destroy the 408 before the client reads it.
             response.force_close()
-            # Answer and hang up at once: left to itself, aiohttp would linger for another
-            # 10 s reading (and discarding) whatever the client still dribbles in.
-            await response.prepare(request)
-            await response.write_eof()
-            request.protocol.force_close()
             return response
         return await handler(request)
 

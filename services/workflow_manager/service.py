@@ -29,6 +29,10 @@ from shared.workflow_spec import MAX_DEPTH, id_order, parse_workflow, too_deep
 log = logging.getLogger(__name__)
 A, W = ActionState, WorkflowState
 BY = "workflow_manager"
+# After answering a request whose body did not all arrive (a 408), read and discard what
+# the client still sends for this long before closing: closing on unread input resets
+# the connection, and a reset can destroy the answer before the client reads it.
+LINGER = 1.0
 
 
 def parse_time(raw: str) -> float:
@@ -98,7 +102,7 @@ class WorkflowManager:
         return app
 
     async def start(self) -> None:
-        self.runner = web.AppRunner(self.app(), access_log=None)
+        self.runner = web.AppRunner(self.app(), access_log=None, lingering_time=LINGER)
         await self.runner.setup()
         await web.TCPSite(self.runner, self.settings.host, self.settings.port).start()
         self.tasks.append(
