@@ -136,9 +136,7 @@ class CallbackService:
         kills not fully applied, workflows whose actions all ended."""
         store = self.ctx.store
         for a in await acts.in_state(store, A.WAITING, {"pending_parents": {"$size": 0}}, {"_id": 1}):
-            await self.mover.action(
-                a["_id"], A.READY, by=self.name, sources=[A.WAITING], where={"pending_parents": {"$size": 0}}
-            )
+            await self.outcomes.ready(a["_id"])
         # Kills whose applier (a gateway) died before it finished: applied again, idempotently.
         grace = time.time() - self.settings.settle_interval
         for wf in await wfs.in_state(store, WorkflowState.RUNNING, {"kill_requested_at": 1}, kill_applied=False):

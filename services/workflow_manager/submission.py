@@ -134,12 +134,12 @@ class StoreGate:
         missing or changed is marked LOST (and its leftover removed) and computed again."""
         if doc["state"] not in DATASET_REUSABLE or doc["state"] == D.PROCESSING:
             return True  # nothing to verify: not reusable, or already being deleted (a miss anyway)
-        found = await self.ctx.storage.size(doc["path"])  # one stat (local) or two requests (WebHDFS)
+        storage = self.ctx.storage
+        found = await storage.size(doc["path"])  # one stat (local) or two requests (WebHDFS)
         if found is not None and (doc.get("size") is None or found == doc["size"]):
             return True
         log.warning("dataset %s: %s at %s (recorded %s B); marking it lost", doc["_id"],
                     "missing" if found is None else f"{found} B", doc["path"], doc.get("size"))  # fmt: skip
-        storage = self.ctx.storage
         if found is not None and storage.inside(doc["path"], [storage.root]):
             await storage.delete(doc["path"])  # changed under the managed root: not to be read again
         lost = await self.ctx.mover(BY).dataset(

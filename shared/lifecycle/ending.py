@@ -126,9 +126,14 @@ class Outcomes:
             child = await acts.parent_finished(self.store, child_id, action["_id"])
             if child is None or child["state"] != A.WAITING:
                 continue
-            await self.mover.action(
-                child_id, A.READY, by=self.by, sources=[A.WAITING], where={"pending_parents": {"$size": 0}}
-            )
+            await self.ready(child_id)
+
+    async def ready(self, action_id: str) -> None:
+        """WAITING -> READY once no computed parent is pending: after a parent finished, and
+        from the repair sweep for a child a crash left behind."""
+        await self.mover.action(
+            action_id, A.READY, by=self.by, sources=[A.WAITING], where={"pending_parents": {"$size": 0}}
+        )
 
     async def end(
         self, action: ActionDoc, target: ActionState, reason: str, error: str | None = None, *,
@@ -204,14 +209,12 @@ class Outcomes:
             await wfs.kill_applied(store, workflow_id)
             await self.mover.settle(workflow_id)
 
-    async def stop_if_killed(self, action: ActionDoc | None, job_id: str) -> bool:
+    async def stop_if_killed(self, action: ActionDoc | None, job_id: str) -> None:
         """Stop the job of an action whose workflow is being killed (flagged), or that is
         no longer SUBMITTED when its job id is recorded (``action`` None: killed meanwhile).
         The submitter calls it after recording a job, the poller before each check."""
-        if action is not None and not action.get("kill_requested"):
-            return False
-        await self.executor.kill(job_id)
-        return True
+        if action is None or action.get("kill_requested"):
+            await self.executor.kill(job_id)
 
     async def stop_jobs(self, workflow_id: str) -> None:
         limit = asyncio.Semaphore(KILL_CONCURRENCY)

@@ -107,7 +107,8 @@ class Mover:
         return moved
 
     async def publish(self, event_type: EventType, entity: str, doc: Doc, **payload: Any) -> None:
-        """An event that follows no move: an action's job id was recorded (ACTION_SUBMITTED)."""
+        """One event about ``doc``: every effect's, and the one that follows no move (an
+        action's job id was recorded: ACTION_SUBMITTED)."""
         await self.bus.publish(
             Event(type=event_type, producer=self.producer, subject=subject(entity, doc), payload=payload)
         )
@@ -127,9 +128,7 @@ class Mover:
                 for event_type, payload in effect.events:
                     body = payload(d)
                     if body is not None:
-                        await self.bus.publish(
-                            Event(type=event_type, producer=self.producer, subject=subject(entity, d), payload=body)
-                        )
+                        await self.publish(event_type, entity, d, **body)
             if effect.settle:
                 for wf_id in dict.fromkeys(d["workflow_id"] for d in docs):
                     await self.settle(wf_id)

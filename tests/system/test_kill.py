@@ -28,6 +28,13 @@ async def wait_state(api: Api, wf_id: str, state: str, timeout: float = 60.0) ->
     return wf
 
 
+async def root_running(api: Api, wf_id: str, timeout: float = 30.0) -> None:
+    deadline = time.time() + timeout
+    while (await api.workflow(wf_id))["actions"][0]["state"] != "RUNNING":
+        assert time.time() < deadline
+        await asyncio.sleep(0.2)
+
+
 def fan(n: int, label: str, seconds: float = 0.0) -> dict:
     """A root that runs for ``seconds`` and ``n`` children of it."""
     root = shell_action(0, f"{label}-root", seconds=seconds)
@@ -62,10 +69,7 @@ async def test_kill_during_planning_is_applied_when_planning_ends(system: Api) -
 async def test_a_large_kill_answers_at_once_and_repeated_kills_do_the_work_once(system: Api) -> None:
     plan = await system.submit(fan(1500, "big", seconds=30))
     wf_id = plan["id"]
-    deadline = time.time() + 30
-    while (await system.workflow(wf_id))["actions"][0]["state"] != "RUNNING":
-        assert time.time() < deadline
-        await asyncio.sleep(0.2)
+    await root_running(system, wf_id)
     answers = await asyncio.gather(*(system.request("POST", f"/api/v1/workflows/{wf_id}/kill") for _ in range(5)))
     assert [status for status, _ in answers] == [202] * 5
     # The answers came before the work was done: the workflow was still running.
@@ -103,10 +107,7 @@ async def test_a_kill_ends_an_action_whose_submitter_died_before_its_job_existed
     no job. Killed meanwhile, it must end KILLED, not go back to READY and wait forever."""
     plan = await system.submit(fan(1, "orphan", seconds=30))
     wf_id = plan["id"]
-    deadline = time.time() + 30
-    while (await system.workflow(wf_id))["actions"][0]["state"] != "RUNNING":
-        assert time.time() < deadline
-        await asyncio.sleep(0.2)
+    await root_running(system, wf_id)
     child = f"{wf_id}.1"
     # The crash, as the store keeps it: SUBMITTED long ago, an attempt id no job has.
     forged = await system.db.actions.update_one(
