@@ -14,20 +14,10 @@ import argparse
 import json
 import sys
 import time
-import urllib.request
 
-from devserver import dev_server
+from devserver import call, dev_server
 
 BODY_LIMIT = 1_048_576  # PINGO_MAX_BODY_BYTES's default
-
-
-def call(url: str, body: bytes | None = None) -> tuple[int, dict]:
-    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"} if body else {})
-    try:
-        with urllib.request.urlopen(req, timeout=600) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"{}")
 
 
 def chain(n: int, tag: str) -> bytes:

@@ -44,6 +44,11 @@ class PresentGate:
     async def try_reuse(self, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> bool:
         return h in self.present
 
+    async def try_follow(
+        self, aid: ActionId, h: str, lineage: dict, claimants: list[ActionId], leaf: bool
+    ) -> str | None:
+        return None  # workflows run one after the other: nothing is ever in flight
+
 
 @dataclass(frozen=True)
 class IdealResult:

@@ -162,6 +162,11 @@ class MemoryGate:
     async def try_reuse(self, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> bool:
         return self.datasets.reuse(h, leaf)
 
+    async def try_follow(
+        self, aid: ActionId, h: str, lineage: dict, claimants: list[ActionId], leaf: bool
+    ) -> str | None:
+        return None  # workflows run one after the other: nothing is ever in flight
+
 
 def run_now(coro: Coroutine[Any, Any, Any]) -> Any:
     """Run a coroutine that never suspends (the planner over ``MemoryGate``) without an

@@ -253,16 +253,30 @@ class Namespace:
 
     def checksum(self, path_or_uri: str) -> dict[str, Any]:
         """A stable digest of the content in the shape of HDFS's MD5-of-MD5-of-CRC checksum:
-        28 bytes = bytesPerCRC (4), crcPerBlock (8), then an MD5 of the content (16)."""
-        _, local, _ = self.open_file(path_or_uri)
+        28 bytes = bytesPerCRC (4), crcPerBlock (8), then an MD5 of the content (16).
+
+        As HDFS: crcPerBlock is 0 for a file of one block, and the CRCs in a full block for
+        a longer one; an empty file has no block and gets HDFS's fixed answer (CRC32, 0 bytes
+        per CRC, the MD5 of 32 zero bytes), whatever it was written with."""
+        path, local, length = self.open_file(path_or_uri)
+        if length == 0:
+            return {
+                "FileChecksum": {
+                    "algorithm": "MD5-of-0MD5-of-0CRC32",
+                    "bytes": f"{0:08x}{0:016x}{hashlib.md5(bytes(32)).hexdigest()}",
+                    "length": 28,
+                }
+            }
+        block_size = self.meta(path).block_size
+        crc_per_block = -(-block_size // BYTES_PER_CRC) if length > block_size else 0
         digest = hashlib.md5()
         with open(local, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 digest.update(chunk)
         return {
             "FileChecksum": {
-                "algorithm": "MD5-of-0MD5-of-512CRC32C",
-                "bytes": f"{BYTES_PER_CRC:08x}{0:016x}{digest.hexdigest()}",
+                "algorithm": f"MD5-of-{crc_per_block}MD5-of-{BYTES_PER_CRC}CRC32C",
+                "bytes": f"{BYTES_PER_CRC:08x}{crc_per_block:016x}{digest.hexdigest()}",
                 "length": 28,
             }
         }

@@ -78,7 +78,12 @@ async def cmd_submit(args: argparse.Namespace) -> int:
         except ApiError as exc:
             api_error(exc)
         computed = sum(a["decision"] == "compute" for a in plan["actions"])
-        print(f"submitted {plan['id']}: {computed} to compute, {len(plan['actions']) - computed} reused")
+        following = sum(a.get("reason") == "in_flight" for a in plan["actions"])
+        reused = len(plan["actions"]) - computed - following
+        print(
+            f"submitted {plan['id']}: {computed} to compute, {reused} reused"
+            + (f", {following} following a computation in flight" if following else "")
+        )
         if not args.wait:
             print(json.dumps(plan, indent=2) if args.json else plan["id"])
             return 0
@@ -129,12 +134,14 @@ async def cmd_datasets(args: argparse.Namespace) -> int:
     )
     for state, size in sorted(body["bytesByState"].items()):
         print(f"  {state:<17} {human(size)}")
-    print(f"{'hash':<14} {'state':<17} {'size':>10} {'compute':>8} {'uses':>5} claims")
+    print(f"{'hash':<14} {'state':<17} {'size':>10} {'files':>6} {'checksum':<10} {'compute':>8} {'uses':>5} claims")
     for d in body["datasets"]:
         secs = f"{d['computeSeconds']:.1f}s" if d["computeSeconds"] is not None else "-"
+        files = d.get("files") if d.get("files") is not None else "-"
+        checksum = (d.get("checksum") or "-")[:8]
         print(
-            f"{d['hash'][:12]:<14} {d['state']:<17} {human(d['size']):>10} {secs:>8} {d['useCount']:>5} "
-            f"{len(d['claims'])}"
+            f"{d['hash'][:12]:<14} {d['state']:<17} {human(d['size']):>10} {files:>6} {checksum:<10} {secs:>8} "
+            f"{d['useCount']:>5} {len(d['claims'])}"
         )
     return 0
 

@@ -9,6 +9,8 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any, TextIO
 
+import networkx as nx
+
 if TYPE_CHECKING:
     from pingo.client import Client
 
@@ -21,6 +23,7 @@ GLYPH = {
     "FINISHED": "●",
     "REUSED": "♻",
     "SKIPPED": "↷",
+    "FOLLOWING": "⇢",
     "FAILED": "✗",
     "KILLED": "☠",
 }
@@ -40,23 +43,17 @@ def human(n: float | None) -> str:
 
 
 def levels(actions: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Actions grouped by depth: a level's actions depend only on earlier levels."""
+    """Actions grouped by depth (the longest path from a root), each level in the given
+    order: a level's actions depend only on earlier levels. Iterative, so a chain of any
+    length is drawn."""
     by_local = {str(a["localId"]): a for a in actions}
-    depth: dict[str, int] = {}
-
-    def d(key: str) -> int:
-        if key not in depth:
-            parents = by_local[key].get("parents", [])
-            depth[key] = 1 + max((d(str(p)) for p in parents if str(p) in by_local), default=-1)
-        return depth[key]
-
-    out: list[list[dict[str, Any]]] = []
-    for key in by_local:
-        lv = d(key)
-        while len(out) <= lv:
-            out.append([])
-        out[lv].append(by_local[key])
-    return out
+    order = {key: i for i, key in enumerate(by_local)}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(by_local)
+    graph.add_edges_from(
+        (str(p), key) for key, a in by_local.items() for p in a.get("parents", []) if str(p) in by_local
+    )
+    return [[by_local[k] for k in sorted(level, key=order.__getitem__)] for level in nx.topological_generations(graph)]
 
 
 def render_dag(wf: dict[str, Any]) -> list[str]:
@@ -94,7 +91,9 @@ def render_progress(wf: dict[str, Any], started: float, width: int = 30) -> list
             took = f" {a['finishedAt'] - a['startedAt']:.1f}s"
         lines.append(
             f"  {GLYPH.get(a['state'], '?')} {a['localId']!s:>4} {a['name'][:28]:<28} "
-            f"{a['state']:<10} {a['decision']:<7}{took}" + (f"  {a['error'][:60]}" if a.get("error") else "")
+            f"{a['state']:<10} {a['decision']:<7}{took}"
+            + (f"  follows {a['follows']}" if a.get("state") == "FOLLOWING" and a.get("follows") else "")
+            + (f"  {a['error'][:60]}" if a.get("error") else "")
         )
     return lines
 

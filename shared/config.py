@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     scrape_interval: float = Field(5.0, description="Fallback timer of the scrapers, seconds.")
     stale_after: float = Field(60.0, description="PROCESSING older than this is taken again, seconds.")
     submit_retry_ceiling: int = Field(3, description="Submit errors before an action is FAILED.")
+    takeover_retries: int = Field(
+        1,
+        ge=0,
+        description="A computation that failed is taken over by one of its followers at most this often; "
+        "then its followers fail (upstream_failed).",
+    )
     submitters: int = Field(4, ge=0, description="Submitter tasks per action manager (0: claim only).")
     deletors: int = Field(4, ge=1, description="Deletor tasks per dataset manager.")
     queue_size: int = Field(64, description="Bounded queue between a scraper and its workers.")
@@ -94,6 +100,15 @@ class Settings(BaseSettings):
         "a job, before recording it (the crash window that external-id lookups close).",
     )
     orphan_sweep_interval: float = Field(300.0, description="Removal of unowned files under the managed root, seconds.")
+    verify_reuse: Literal["none", "exists", "size", "checksum"] = Field(
+        "size",
+        description="What is checked of a stored dataset before it is reused, and by the reconcile sweep: none "
+        "(trust the catalogue; the sweep still checks existence), exists, size (and existence), checksum "
+        "(size, file count and content checksum recorded at commit; reads every byte locally).",
+    )
+    reconcile_interval: float = Field(
+        300.0, gt=0, description="Reconcile sweep: STORED and LEAF datasets whose files are gone become LOST, seconds."
+    )
 
     @model_validator(mode="after")
     def _executor_matches_storage(self) -> Settings:

@@ -25,6 +25,8 @@ class EventType(StrEnum):
     ACTION_FINISHED = "action.finished"
     ACTION_FAILED = "action.failed"
     ACTION_KILLED = "action.killed"
+    ACTION_FOLLOWING = "action.following"
+    ACTION_REUSED = "action.reused"
     DATASET_STORED = "dataset.stored"
     DATASET_MARKED = "dataset.marked"
     DATASET_DELETED = "dataset.deleted"

@@ -3,9 +3,13 @@
 Actions are visited children first. An action is *needed* when it is a leaf or feeds a
 computed child. A needed managed action whose dataset is stored is reused, but only once
 its claim (for every computed child) is taken atomically through the ``DatasetGate``;
-a lost race means computing it. An action that is not needed is skipped with every
-ancestor that only fed it. Unmanaged and forced actions always compute, needed or not
-(the thesis's leaf-first search would never reach one whose children all reuse).
+a lost race means computing it. One whose dataset is being computed right now, by
+another workflow or by an identical action of this one, *follows* that computation
+(reason ``in_flight``): it is not computed, its children wait for it, and it ends
+REUSED when the producer commits (docs/planning.md, "Following a computation in
+flight"). An action that is not needed is skipped with every ancestor that only fed it.
+Unmanaged and forced actions always compute, needed or not (the thesis's leaf-first
+search would never reach one whose children all reuse).
 
 The same function plans for the workflow manager (gate over MongoDB) and for the
 simulator (gate over an in-memory set), so both decide identically.
@@ -27,6 +31,13 @@ Decision = Literal["compute", "reuse"]
 class DatasetGate(Protocol):
     async def try_reuse(self, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> bool: ...
 
+    async def try_follow(
+        self, aid: ActionId, h: str, lineage: dict, claimants: list[ActionId], leaf: bool
+    ) -> str | None:
+        """The id of a live action of another workflow computing ``h`` that ``aid`` now
+        follows (its claimants' claims taken), or None."""
+        ...
+
 
 @dataclass
 class PlannedAction:
@@ -37,10 +48,19 @@ class PlannedAction:
     decision: Decision
     reason: str
     children: list[ActionId] = field(default_factory=list)
+    # in_flight: the action it follows, an action id of another workflow or, for an
+    # identical action of this workflow, its local id (``follows_local``).
+    follows: str | None = None
+    follows_local: ActionId | None = None
 
     @property
     def computed(self) -> bool:
         return self.decision == "compute"
+
+    @property
+    def pending(self) -> bool:
+        """Its children must wait for it: it is computed here or followed."""
+        return self.computed or self.reason == "in_flight"
 
 
 async def plan(
@@ -49,6 +69,7 @@ async def plan(
     g = spec.graph()
     by_id = spec.by_id()
     out: dict[ActionId, PlannedAction] = {}
+    computing: dict[str, ActionId] = {}  # hash -> the action of this workflow computing it
     for aid in reversed(list(nx.topological_sort(g))):
         a = by_id[aid]
         children = sorted(g.successors(aid), key=id_order)
@@ -56,6 +77,8 @@ async def plan(
         leaf = not children
         lineage = lineage_of(a, hashes, fingerprints)
         decision: Decision
+        follows: str | None = None
+        follows_local: ActionId | None = None
         if not a.isManaged:
             decision, reason = "compute", "unmanaged"
         elif a.forceComputation:
@@ -64,7 +87,13 @@ async def plan(
             decision, reason = "reuse", "feeds_only_reused"
         elif await gate.try_reuse(hashes[aid], lineage, computed_children, leaf):
             decision, reason = "reuse", "stored"
+        elif hashes[aid] in computing:
+            decision, reason, follows_local = "reuse", "in_flight", computing[hashes[aid]]
+        elif (follows := await gate.try_follow(aid, hashes[aid], lineage, computed_children, leaf)) is not None:
+            decision, reason = "reuse", "in_flight"
         else:
             decision, reason = "compute", "not_stored"
-        out[aid] = PlannedAction(a, hashes[aid], lineage, leaf, decision, reason, children)
+        if decision == "compute" and a.isManaged:
+            computing.setdefault(hashes[aid], aid)
+        out[aid] = PlannedAction(a, hashes[aid], lineage, leaf, decision, reason, children, follows, follows_local)
     return out

@@ -89,7 +89,10 @@ class Context:
         return Mover(self.store, self.bus, by)
 
     def outcomes(self, by: str) -> Outcomes:
-        return Outcomes(self.store, self.storage, self.mover(by), self.executor, by, self.settings.stale_after)
+        return Outcomes(
+            self.store, self.storage, self.mover(by), self.executor, by, self.settings.stale_after,
+            self.settings.takeover_retries,
+        )  # fmt: skip
 
     @classmethod
     async def open(cls, settings: Settings) -> Context:

@@ -22,6 +22,10 @@ class ActionState(StrEnum):
     # fed actions that reuse theirs (SKIPPED).
     REUSED = "REUSED"
     SKIPPED = "SKIPPED"
+    # Its dataset is being computed by a live attempt elsewhere (``follows``): it ends
+    # REUSED when that attempt commits, or takes the computation over if it cannot
+    # (docs/state-machines.md, "Following a computation in flight").
+    FOLLOWING = "FOLLOWING"
 
 
 class DatasetState(StrEnum):
@@ -47,22 +51,36 @@ class WorkflowState(StrEnum):
 
 A, D, W = ActionState, DatasetState, WorkflowState
 
+# Re-planning inside a workflow (an input found lost, a computation taken over) may send
+# an ended action that never ran or whose output is gone back to work.
+_REPLANNED = frozenset({A.WAITING, A.READY, A.FOLLOWING})
+
 ACTION_TRANSITIONS: dict[ActionState, frozenset[ActionState]] = {
     A.WAITING: frozenset({A.READY, A.KILLED}),
     # READY -> PROCESSING is the scraper's claim; PROCESSING -> PROCESSING retakes a stale one.
     A.READY: frozenset({A.PROCESSING, A.KILLED}),
-    A.PROCESSING: frozenset({A.PROCESSING, A.SUBMITTED, A.READY, A.FAILED, A.KILLED}),
+    # PROCESSING -> WAITING: an input vanished before the start; its producer runs again first.
+    A.PROCESSING: frozenset({A.PROCESSING, A.SUBMITTED, A.READY, A.WAITING, A.FAILED, A.KILLED}),
     # SUBMITTED -> READY is a submit error below the retry ceiling; FAILED above it.
     A.SUBMITTED: frozenset({A.RUNNING, A.READY, A.FINISHED, A.FAILED, A.KILLED}),
     A.RUNNING: frozenset({A.FINISHED, A.FAILED, A.KILLED}),
-    A.FINISHED: frozenset(),
+    # FOLLOWING -> FOLLOWING follows the producer that took over; -> SUBMITTED/RUNNING
+    # adopts the job of a producer whose workflow no longer needs it; -> WAITING/READY
+    # computes it (takeover); -> FAILED when the computation itself failed too often.
+    A.FOLLOWING: frozenset({A.REUSED, A.FOLLOWING, A.SUBMITTED, A.RUNNING, A.WAITING, A.READY, A.FAILED, A.KILLED}),
+    A.FINISHED: _REPLANNED,
     A.FAILED: frozenset(),
     A.KILLED: frozenset(),
-    A.REUSED: frozenset(),
-    A.SKIPPED: frozenset(),
+    A.REUSED: _REPLANNED,
+    A.SKIPPED: _REPLANNED | {A.REUSED},
 }
-ACTION_INITIAL = frozenset({A.WAITING, A.READY, A.REUSED, A.SKIPPED})
-ACTION_TERMINAL = frozenset(s for s, nxt in ACTION_TRANSITIONS.items() if not nxt)
+ACTION_INITIAL = frozenset({A.WAITING, A.READY, A.REUSED, A.SKIPPED, A.FOLLOWING})
+# Ended: nothing moves them on their own. FINISHED, REUSED and SKIPPED are reopened only
+# by re-planning for a live action of the same workflow that needs their output.
+ACTION_TERMINAL = frozenset({A.FINISHED, A.FAILED, A.KILLED, A.REUSED, A.SKIPPED})
+ACTION_LIVE = frozenset(s for s in ActionState if s not in ACTION_TERMINAL)
+# Ended states with exits: only re-planning reopens them (FINISHED, REUSED, SKIPPED).
+ACTION_REOPENABLE = frozenset(s for s, nxt in ACTION_TRANSITIONS.items() if s in ACTION_TERMINAL and nxt)
 ACTION_IN_FLIGHT = frozenset({A.PROCESSING, A.SUBMITTED, A.RUNNING})
 
 DATASET_TRANSITIONS: dict[DatasetState, frozenset[DatasetState]] = {

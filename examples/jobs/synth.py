@@ -5,6 +5,8 @@ Follows Pingo's argument contract (additionalInput values, then the parents' out
 by parent id, then its own output path last). It reads every input, sleeps SECONDS,
 and writes OUTPUT_DIR/part-00000 (SIZE_KB kilobytes, deterministic) plus OUTPUT_DIR/_lineage
 naming what it read. If PINGO_EXEC_LOG is set, it appends one line per execution there.
+If SYNTH_FAIL_ONCE names a file that does not exist yet, it creates it and fails (exit 4)
+instead: a computation that fails its first attempt only. SYNTH_FAIL=always: every attempt.
 
 On the Hadoop emulator (``pingo emulate-hadoop``) paths are HDFS paths: the emulator
 tells jobs where its HDFS namespace lives on disk in PINGO_EMULATOR_HDFS_ROOT, the way a
@@ -42,6 +44,13 @@ def main(argv: list[str]) -> int:
             return 3
         digest.update(part.read_bytes()[:4096])
     time.sleep(seconds)
+    marker = os.environ.get("SYNTH_FAIL_ONCE")
+    if os.environ.get("SYNTH_FAIL") == "always" or (marker and not os.path.exists(marker)):
+        if marker:
+            Path(marker).touch()
+        log_run(f"{label} failed")
+        print(f"synth: {label} fails as asked", file=sys.stderr)
+        return 4
     output.mkdir(parents=True)  # Hadoop convention: the action creates its output directory
     block = digest.hexdigest().encode()
     with open(output / "part-00000", "wb") as f:
@@ -49,10 +58,14 @@ def main(argv: list[str]) -> int:
             f.write(block)
         f.truncate(size_kb * 1024)
     (output / "_lineage").write_text(f"{label}\n" + "".join(f"{i}\n" for i in inputs))
+    log_run(label)
+    return 0
+
+
+def log_run(what: str) -> None:
     if log := os.environ.get("PINGO_EXEC_LOG"):
         with open(log, "a") as f:
-            f.write(f"{os.environ.get('PINGO_ACTION_ID') or os.environ.get('OOZIE_JOB_ID', '?')} {label}\n")
-    return 0
+            f.write(f"{os.environ.get('PINGO_ACTION_ID') or os.environ.get('OOZIE_JOB_ID', '?')} {what}\n")
 
 
 if __name__ == "__main__":

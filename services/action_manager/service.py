@@ -18,6 +18,7 @@ import uuid
 
 from shared.events import Event, EventType
 from shared.executors.base import JobRequest
+from shared.lifecycle.replanning import CannotReplan
 from shared.runtime import Context
 from shared.states import ActionState
 from shared.store import actions as acts
@@ -99,8 +100,37 @@ class ActionManager:
             finally:
                 self.queue.task_done()
 
+    async def inputs_ready(self, action: ActionDoc) -> bool:
+        """Just before the start, every input must be there (one ``exists`` each). One that
+        vanished since planning is produced again inside the workflow (docs/planning.md,
+        "Re-planning"), and the action waits for it instead of failing on a missing input."""
+        paths = action.get("input_paths", [])
+        found = await asyncio.gather(*(self.ctx.storage.exists(p) for p in paths))
+        if all(found):
+            return True
+        gone = [p for p, ok in zip(paths, found, strict=True) if not ok]
+        log.warning("%s: input %s gone before the start; re-planning its producers", action["_id"], ", ".join(gone))
+        lease = {"lease_owner": self.owner, "lease_at": action["lease_at"]}
+        replanner = self.outcomes.following.replanner
+        try:
+            pending, claims = await replanner.inputs(action)
+        except CannotReplan as exc:
+            await self.outcomes.end(action, A.FAILED, "input_missing", str(exc), sources=[A.PROCESSING], where=lease)
+            return False
+        if not pending:
+            return True
+        moved = await self.mover.action(
+            action["_id"], A.WAITING, by=self.owner, sources=[A.PROCESSING], where=lease,
+            set={"pending_parents": pending, "claims": claims}, note=f"input gone: waits for {', '.join(pending)}",
+        )  # fmt: skip
+        if moved is not None:
+            await replanner.recheck(action["_id"], pending)
+        return False
+
     async def submit(self, action: ActionDoc) -> None:
         store, storage, executor = self.ctx.store, self.ctx.storage, self.ctx.executor
+        if not action.get("kill_requested") and not await self.inputs_ready(action):
+            return
         attempt = int(action.get("attempt", 0)) + 1
         external_id = f"{action['_id']}#{attempt}"
         attempt_path = storage.attempt_path(action["output_path"], action["_id"], attempt)

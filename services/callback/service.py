@@ -81,6 +81,9 @@ class CallbackService:
     async def confirm(self, action_id: str, job_id: str | None) -> None:
         try:
             action = await acts.get(self.ctx.store, action_id)
+            if action is not None and action.get("job_handed_to"):
+                # Its job was adopted by a follower (its own workflow was killed): news for that one.
+                action = await acts.get(self.ctx.store, action["job_handed_to"])
             if action is None or (job_id and action.get("job_id") and job_id != action["job_id"]):
                 return  # a late notification about an earlier attempt
             await self.outcomes.check(action)
@@ -133,7 +136,8 @@ class CallbackService:
 
     async def repair(self) -> bool:
         """Finish what a crash interrupted: children left WAITING with no pending parent,
-        kills not fully applied, workflows whose actions all ended."""
+        kills not fully applied, followers of an ended producer, workflows whose actions
+        all ended."""
         store = self.ctx.store
         for a in await acts.in_state(store, A.WAITING, {"pending_parents": {"$size": 0}}, {"_id": 1}):
             await self.outcomes.ready(a["_id"])
@@ -142,6 +146,12 @@ class CallbackService:
         for wf in await wfs.in_state(store, WorkflowState.RUNNING, {"kill_requested_at": 1}, kill_applied=False):
             if float(wf.get("kill_requested_at") or 0) < grace:
                 await self.outcomes.kill_workflow(wf["_id"])
-        for wf in await wfs.in_state(store, WorkflowState.RUNNING, {"_id": 1}):
-            await self.mover.settle(wf["_id"])
+        # Followers whose producer ended without resolving them (a crash in between).
+        await self.outcomes.following.sweep()
+        # Cheap for a workflow whose count says actions are live; one quiet for a while is
+        # read whole, which also corrects a count a crash left too high.
+        quiet = time.time() - 3 * self.settings.settle_interval
+        for wf in await wfs.in_state(store, WorkflowState.RUNNING, {"last_move_at": 1, "created_at": 1}):
+            recount = float(wf.get("last_move_at") or wf.get("created_at") or 0) < quiet
+            await self.mover.settle(wf["_id"], recount=recount)
         return False

@@ -84,7 +84,14 @@ def document() -> dict[str, Any]:
                 "get": {
                     "summary": "Datasets",
                     "parameters": [{"name": "state", "in": "query", "schema": {"type": "string"}}],
-                    "responses": {"200": _json({"type": "object"}, "Datasets and storage usage")},
+                    "responses": {
+                        "200": _json(
+                            {"type": "object"},
+                            "Storage usage (capacityBytes, threshold, managedRootBytes, bytesByState) and datasets, "
+                            "most recently changed first: hash, state, path, size, files and checksum (as recorded "
+                            "at commit), committedAt, computeSeconds, computeCount, useCount, claims, producers",
+                        )
+                    },
                 }
             },
             "/api/v1/history/stats": {
@@ -154,6 +161,16 @@ def document() -> dict[str, Any]:
                                     "name": {"type": "string"},
                                     "hash": {"type": "string"},
                                     "decision": {"enum": ["compute", "reuse"]},
+                                    "reason": {
+                                        "type": "string",
+                                        "description": "stored, in_flight (follows another computation), "
+                                        "feeds_only_reused, not_stored, forced, unmanaged; later takeover, "
+                                        "replanned, or why it ended",
+                                    },
+                                    "follows": {
+                                        "type": "string",
+                                        "description": "FOLLOWING: the action whose computation it waits for",
+                                    },
                                     "outputPath": {"type": "string"},
                                 },
                             },

@@ -9,6 +9,7 @@ undoes it later. A workflow rejected by validation writes nothing at all.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import posixpath
 import time
@@ -17,9 +18,10 @@ from typing import Any
 
 from shared.config import Settings
 from shared.hashing import workflow_hashes
+from shared.lifecycle.lost import check_whole
 from shared.planning import PlannedAction, plan
 from shared.runtime import Context
-from shared.states import DATASET_REUSABLE, ActionState, DatasetState, WorkflowState
+from shared.states import ACTION_LIVE, DATASET_REUSABLE, ActionState, DatasetState, WorkflowState
 from shared.storage import Storage
 from shared.storage.base import FolderTooLarge
 from shared.store import actions as acts
@@ -128,25 +130,57 @@ class StoreGate:
             self.claimed.append(h)
         return ok
 
+    async def try_follow(
+        self, aid: ActionId, h: str, lineage: dict, claimants: list[ActionId], leaf: bool
+    ) -> str | None:
+        """Follow a live computation of ``h`` by another workflow: claim the dataset for
+        the children, then register as a follower of a producer that has not ended."""
+        known = self.known.get(h)
+        if known is None or known["state"] not in ds.IN_FLIGHT or not known.get("producers"):
+            return None
+        return await self.follow(aid, h, lineage, claimants, leaf)
+
+    async def follow(self, aid: ActionId, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> str | None:
+        doc = await ds.claim_in_flight(self.ctx.store, h, [self.action_id(c) for c in claimants], leaf, BY)
+        if doc is None or not ds._lineage_matches(doc, lineage):
+            return None
+        for producer in doc.get("producers", []):
+            if await acts.add_follower(self.ctx.store, producer, self.action_id(aid)):
+                return producer
+            if await acts.being_planned(self.ctx.store, producer):
+                # A concurrent planner's action, not written yet: its end finds this
+                # follower by ``follows`` (and the repair sweep, if it never is written).
+                return producer
+        return None
+
     async def present(self, doc: dict[str, Any]) -> bool:
         """A missing dataset is a miss: before a stored dataset is promised to a plan, its
-        files must be there with the size recorded when it was committed. One found
-        missing or changed is marked LOST (and its leftover removed) and computed again."""
+        files are checked against what was recorded at commit, as far as
+        ``PINGO_VERIFY_REUSE`` says (``shared.storage.verification``). One found missing
+        or changed is marked LOST and computed again.
+
+        A changed leftover under the managed root would win the first commit of that
+        recomputation, so it is removed: here when this check finds it, and when a LOST
+        dataset (the reconcile sweep removes nothing) is planned again."""
+        storage, path = self.ctx.storage, doc["path"]
+        managed = storage.inside(path, [storage.root])
+        if doc["state"] == D.LOST:
+            if managed and await storage.exists(path):
+                fresh = await ds.get(self.ctx.store, doc["_id"])
+                if fresh is not None and fresh["state"] == D.LOST and not fresh.get("producers"):
+                    log.info("dataset %s: removing the leftover of its lost files at %s", doc["_id"], path)
+                    await storage.delete(path)
+            return True  # a miss anyway: LOST is not reusable
         if doc["state"] not in DATASET_REUSABLE or doc["state"] == D.PROCESSING:
             return True  # nothing to verify: not reusable, or already being deleted (a miss anyway)
-        storage = self.ctx.storage
-        found = await storage.size(doc["path"])  # one stat (local) or two requests (WebHDFS)
-        if found is not None and (doc.get("size") is None or found == doc["size"]):
+        verdict, lost = await check_whole(storage, self.ctx.mover(BY), doc, self.ctx.settings.verify_reuse)
+        if verdict.ok:
             return True
-        log.warning("dataset %s: %s at %s (recorded %s B); marking it lost", doc["_id"],
-                    "missing" if found is None else f"{found} B", doc["path"], doc.get("size"))  # fmt: skip
-        if found is not None and storage.inside(doc["path"], [storage.root]):
-            await storage.delete(doc["path"])  # changed under the managed root: not to be read again
-        lost = await self.ctx.mover(BY).dataset(
-            doc["_id"], D.LOST, sources=[doc["state"]], set={"found_size": found, "lost_at": time.time()}, note="lost"
-        )
+        log.warning("dataset %s: %s; marked lost", doc["_id"], verdict.describe(doc))
         if lost is not None:
             self.known[doc["_id"]] = lost
+            if verdict.found is not None and managed:
+                await storage.delete(path)  # changed, not to be read again
         return False
 
 
@@ -195,6 +229,7 @@ async def prepare_datasets(
     used_at: dict[ActionId, float] = {}
     new: dict[str, dict[str, Any]] = {}
     one_by_one: list[ActionId] = []
+    late_claims: dict[str, tuple[list[str], bool]] = {}  # hash -> readers, followed by a leaf
     for aid, p in planned.items():
         if not (p.computed and p.spec.isManaged):
             continue
@@ -206,15 +241,68 @@ async def prepare_datasets(
             new[p.hash] = ds.new_document(
                 p.hash, p.lineage, output_of[aid], gate.action_id(aid), p.leaf, BY, readers, used_at[aid]
             )
+    # An action following an identical one of this workflow: its children read what that
+    # one computes, claimed with the rest.
+    for p in planned.values():
+        if p.follows_local is not None:
+            readers, leaf = late_claims.get(p.hash, ([], False))
+            late_claims[p.hash] = (
+                readers + [gate.action_id(c) for c in p.children if planned[c].computed],
+                leaf or p.leaf,
+            )
     existed = await ds.create_many(ctx.store, list(new.values()))
     one_by_one += [aid for aid in used_at if planned[aid].hash in existed and new[planned[aid].hash]["producers"] ==
                    [gate.action_id(aid)]]  # fmt: skip
+    converted: list[ActionId] = []
     for aid in one_by_one:
         p = planned[aid]
-        readers = [gate.action_id(c) for c in p.children if planned[c].computed]
+        computed_children = [c for c in p.children if planned[c].computed]
+        # A concurrent planner got there first (its dataset is in flight now): follow it.
+        if not p.spec.forceComputation and (producer := await gate.follow(aid, p.hash, p.lineage,
+                                                                          computed_children, p.leaf)):  # fmt: skip
+            planned[aid] = dataclasses.replace(p, decision="reuse", reason="in_flight", follows=producer)
+            converted.append(aid)
+            continue
+        readers = [gate.action_id(c) for c in computed_children]
         await ds.prepare_compute(
             ctx.store, p.hash, p.lineage, output_of[aid], gate.action_id(aid), p.leaf, BY, readers, used_at[aid]
         )
+    for h, (readers, leaf) in late_claims.items():
+        if not await ds.claim_in_flight(ctx.store, h, readers, leaf, BY):
+            await ds.add_claims(ctx.store, h, readers)
+    if converted:
+        await drop_unneeded(ctx, gate, planned, converted)
+
+
+async def drop_unneeded(
+    ctx: Context, gate: StoreGate, planned: dict[ActionId, PlannedAction], converted: list[ActionId]
+) -> None:
+    """After actions turned into followers of a concurrent planner's computation: their
+    identical actions here follow that one too, what they would have read is no longer
+    claimed by them, and a parent computed only for them is skipped (and no longer
+    produces its dataset), up the graph."""
+    held: dict[str, set[str]] = {}
+    produced: set[str] = set()
+    for aid in converted:
+        for q, p in planned.items():
+            if p.follows_local == aid:  # an identical action of this workflow followed it
+                planned[q] = dataclasses.replace(p, follows=planned[aid].follows, follows_local=None)
+                await acts.add_follower(ctx.store, planned[aid].follows or "", gate.action_id(q))
+    queue = list(converted)
+    while queue:
+        aid = queue.pop()
+        for parent in planned[aid].spec.parents:
+            q = planned[parent]
+            if q.spec.isManaged:
+                held.setdefault(q.hash, set()).add(gate.action_id(aid))  # it no longer reads it
+            followed_here = any(o.follows_local == parent for o in planned.values())
+            needed = q.leaf or followed_here or any(planned[c].computed for c in q.children)
+            if q.computed and not needed and q.spec.isManaged and not q.spec.forceComputation:
+                planned[parent] = dataclasses.replace(q, decision="reuse", reason="feeds_only_reused")
+                held.setdefault(q.hash, set()).add(gate.action_id(parent))
+                produced.add(q.hash)
+                queue.append(parent)
+    await ds.release(ctx.store, held, produced, BY, "followed a concurrent computation instead")
 
 
 async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: dict, prints: dict) -> dict[str, Any]:
@@ -250,6 +338,10 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
                 )
                 for s in spec.actions
             ]  # fmt: skip
+            by_id = {d["_id"]: d for d in docs}
+            for d in docs:  # followers of an identical action of this workflow
+                if d.get("follows") in by_id:
+                    by_id[d["follows"]]["followers"].append(d["_id"])
             # Actions become claimable by the action managers once inserted: insert them only
             # while this planner provably holds the workflow, so the sweep cannot undo it under them.
             if not await lease.renew():
@@ -265,7 +357,9 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
             "compute": sum(p.computed for p in planned.values()),
             "reuse": sum(not p.computed for p in planned.values()),
         }
-        final = W.RUNNING if counts["compute"] else W.SUCCEEDED
+        following = sum(p.reason == "in_flight" for p in planned.values())
+        counts["follow"] = following
+        final = W.RUNNING if counts["compute"] or following else W.SUCCEEDED
         extra: dict[str, Any] = {
             "counts": counts,
             # What the submission statistics count (an effect of this move).
@@ -279,7 +373,12 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
             extra["finished_at"] = time.time()
         # Its effects: WORKFLOW_SUBMITTED (and WORKFLOW_FINISHED when nothing is computed),
         # and the submission statistics.
-        wf = await ctx.mover(BY).workflow(wf_id, final, sources=[W.PLANNING], where={"planner": token}, set=extra)
+        # Its live actions, added to whatever their moves counted already (a fast action may
+        # end before this move): settling reads the count (docs/state-machines.md, "Workflow").
+        live = sum(d["state"] in ACTION_LIVE for d in docs)
+        wf = await ctx.mover(BY).workflow(
+            wf_id, final, sources=[W.PLANNING], where={"planner": token}, set=extra, inc={"open_actions": live}
+        )
     if wf is None:
         # The sweep undid it between our last renewal and now: take back what we wrote.
         await release(ctx, wf_id, "planning interrupted")

@@ -19,6 +19,8 @@ def action_view(a: dict[str, Any], full: bool = True) -> dict[str, Any]:
         "state": a["state"],
         "outputPath": a.get("output_path"),
     }
+    if a.get("follows"):
+        out["follows"] = a["follows"]  # the action computing its dataset (in_flight)
     if full:
         out.update(
             {
@@ -36,6 +38,9 @@ def action_view(a: dict[str, Any], full: bool = True) -> dict[str, Any]:
                 "seconds": a.get("seconds"),
                 "size": a.get("size"),
                 "error": a.get("error"),
+                "followers": a.get("followers", []),
+                "successor": a.get("successor"),
+                "takeoverOf": a.get("takeover_of"),
             }
         )
     return out
@@ -63,6 +68,10 @@ def dataset_view(d: dict[str, Any]) -> dict[str, Any]:
         "state": d["state"],
         "path": d.get("path"),
         "size": d.get("size"),
+        # As recorded at commit: what verification before a reuse compares against.
+        "files": d.get("files"),
+        "checksum": d.get("checksum"),
+        "committedAt": d.get("committed_at"),
         "computeSeconds": ds.mean_seconds(d),
         "computeCount": int(d.get("compute_count") or 0),
         "useCount": d.get("use_count", 0),

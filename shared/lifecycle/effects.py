@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.events import EventType
-from shared.states import ActionState, DatasetState, WorkflowState
+from shared.states import ACTION_REOPENABLE, ActionState, DatasetState, WorkflowState
 
 A, D, W = ActionState, DatasetState, WorkflowState
 Doc = dict[str, Any]
@@ -43,6 +43,10 @@ class Effect:
     # The action's workflow may have ended: settle it.
     settle: bool = False
     after: frozenset[str] | None = None
+    # How the move changes its workflow's count of live actions (``open_actions``): -1
+    # when an action ends, +1 when re-planning reopens one. Settling reads the count, so
+    # an action's end costs O(1), not a read of the whole workflow.
+    open_delta: int = 0
 
     def applies(self, source: str | None) -> bool:
         return self.after is None or source in self.after
@@ -52,12 +56,16 @@ def _ended(d: Doc) -> dict[str, Any]:
     return {"error": d.get("error"), "reason": d.get("reason")}
 
 
+_REOPEN = Effect(open_delta=1, after=ACTION_REOPENABLE)
+
+
 def _computed(d: Doc) -> dict[str, float]:
     return {"actions_computed": 1, "compute_seconds": d.get("seconds") or 0.0, "bytes_written": d.get("size") or 0}
 
 
 ACTION_EFFECTS: dict[ActionState, tuple[Effect, ...]] = {
-    A.READY: (Effect(events=((EventType.ACTION_READY, _none),)),),
+    A.READY: (Effect(events=((EventType.ACTION_READY, _none),)), _REOPEN),
+    A.WAITING: (_REOPEN,),
     A.RUNNING: (Effect(events=((EventType.ACTION_RUNNING, _none),)),),
     A.FINISHED: (
         Effect(
@@ -68,10 +76,29 @@ ACTION_EFFECTS: dict[ActionState, tuple[Effect, ...]] = {
             counters=_computed,
             at="finished_at",
             settle=True,
+            open_delta=-1,
         ),
     ),
-    A.FAILED: (Effect(events=((EventType.ACTION_FAILED, _ended),), failure=True, at="finished_at", settle=True),),
-    A.KILLED: (Effect(events=((EventType.ACTION_KILLED, _ended),), failure=True, at="finished_at", settle=True),),
+    A.FAILED: (
+        Effect(events=((EventType.ACTION_FAILED, _ended),), failure=True, at="finished_at", settle=True, open_delta=-1),
+    ),
+    A.KILLED: (
+        Effect(events=((EventType.ACTION_KILLED, _ended),), failure=True, at="finished_at", settle=True, open_delta=-1),
+    ),
+    # Planned or re-planned to follow a computation in flight, or moved to the successor.
+    A.FOLLOWING: (Effect(events=((EventType.ACTION_FOLLOWING, lambda d: {"follows": d.get("follows")}),)), _REOPEN),
+    # The computation it followed committed: reused, counted as such, and its workflow
+    # may have ended. (Planned REUSED actions are counted with their submission.)
+    A.REUSED: (
+        Effect(
+            events=((EventType.ACTION_REUSED, lambda d: {"follows": d.get("follows"), "size": d.get("size")}),),
+            counters=lambda d: {"actions_reused": 1, "saved_seconds": d.get("saved_seconds") or 0.0},
+            at="finished_at",
+            settle=True,
+            after=frozenset({A.FOLLOWING}),
+            open_delta=-1,
+        ),
+    ),
 }
 
 DATASET_EFFECTS: dict[DatasetState, tuple[Effect, ...]] = {
@@ -93,7 +120,12 @@ DATASET_EFFECTS: dict[DatasetState, tuple[Effect, ...]] = {
             events=(
                 (
                     EventType.DATASET_LOST,
-                    lambda d: {"path": d.get("path"), "size": d.get("size"), "found_size": d.get("found_size")},
+                    lambda d: {
+                        "path": d.get("path"),
+                        "size": d.get("size"),
+                        "found_size": d.get("found_size"),
+                        "reason": d.get("lost_reason"),
+                    },
                 ),
             ),
         ),

@@ -19,12 +19,15 @@ import logging
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import networkx as nx
+
 from shared.executors.base import Executor, JobState, JobStatus
+from shared.lifecycle.following import Following
 from shared.lifecycle.moves import Mover
-from shared.states import ActionState
+from shared.states import ACTION_LIVE, ActionState
 from shared.storage import Storage
 from shared.store import Store
 from shared.store import actions as acts
@@ -38,6 +41,8 @@ A = ActionState
 KILL_CONCURRENCY = 16
 # States of an action that has no job: a kill or a failed parent ends them directly.
 NO_JOB = [A.WAITING, A.READY, A.PROCESSING]
+# What a workflow's kill ends in bulk: no job, or only another's job to wait for.
+KILLED_IN_BULK = [*NO_JOB, A.FOLLOWING]
 
 
 @dataclass
@@ -50,11 +55,18 @@ class Outcomes:
     # How long one caller may take to finish an action before another may take over (a
     # crashed finisher's lease expires after this): PINGO_STALE_AFTER, like every lease.
     finish_lease: float = 60.0
+    # How often a computation that itself failed is taken over by one of its followers
+    # before the others fail with it (PINGO_TAKEOVER_RETRIES).
+    takeover_retries: int = 1
+    following: Following = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.following = Following(self, self.takeover_retries)
 
     async def check(self, action: ActionDoc) -> None:
         """Ask the executor about one SUBMITTED/RUNNING action and act on its answer."""
-        if action["state"] not in (A.SUBMITTED, A.RUNNING) or not action.get("job_id"):
-            return
+        if action["state"] not in (A.SUBMITTED, A.RUNNING) or not action.get("job_id") or action.get("job_handed_to"):
+            return  # nothing to ask; or its job is its successor's now
         status = await self.executor.status(action["job_id"])
         await self.apply(action, status)
 
@@ -96,21 +108,25 @@ class Outcomes:
             await self.end(action, A.FAILED, "output_missing", str(exc), sources=[A.SUBMITTED, A.RUNNING],
                            where={"job_id": action["job_id"]})  # fmt: skip
             return
-        size = await self.storage.size(final)
+        # A managed dataset's checksum is taken whatever PINGO_VERIFY_REUSE says: it is what
+        # a later check at the checksum level compares against. An unmanaged output is never reused.
+        found = await self.storage.integrity(final, checksum=bool(action.get("managed")))
+        size = found.size if found else None
         started = status.started_at or action.get("submitted_at") or time.time()
         seconds = max(0.0, (status.ended_at or time.time()) - started)
         if action.get("managed"):
             try:
                 await ds.record_output(
-                    self.store, action["hash"], action["_id"], size, seconds, bool(action.get("leaf")), self.by
-                )
+                    self.store, action["hash"], action["_id"], size, seconds, bool(action.get("leaf")), self.by,
+                    files=found.files if found else None, checksum=found.checksum if found else None,
+                )  # fmt: skip
             except ds.Deferred:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
                 return
         # What it read is free; its own dataset was stored (record_output struck it from producers).
         await ds.release(self.store, {h: {action["_id"]} for h in action.get("claims", [])}, set(), self.by, "finished")
         await self.ready_children(action)
-        await self.mover.action(
+        done = await self.mover.action(
             action["_id"], A.FINISHED, by=self.by, sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
             set={
                 "finished_at": time.time(),
@@ -120,9 +136,15 @@ class Outcomes:
                 "started_at": status.started_at or action.get("started_at"),
             },
         )  # fmt: skip
+        if done is not None:
+            # Children re-planning added while it committed (the list is final now), then followers.
+            await self.ready_children(done, skip=action.get("children"))
+            await self.following.resolve(done)
 
-    async def ready_children(self, action: ActionDoc) -> None:
+    async def ready_children(self, action: ActionDoc, skip: list[str] | None = None) -> None:
         for child_id in action.get("children", []):
+            if skip and child_id in skip:
+                continue
             child = await acts.parent_finished(self.store, child_id, action["_id"])
             if child is None or child["state"] != A.WAITING:
                 continue
@@ -135,25 +157,45 @@ class Outcomes:
             action_id, A.READY, by=self.by, sources=[A.WAITING], where={"pending_parents": {"$size": 0}}
         )
 
+    async def abandon(self, action_id: str, parent_id: str) -> None:
+        """A WAITING action whose parent ended FAILED or KILLED never starts (re-planning
+        found it so after the parent's own end had passed the action by)."""
+        action = await acts.get(self.store, action_id)
+        if action is not None and action["state"] == A.WAITING:
+            await self.end(action, A.KILLED, "upstream_failed", f"{parent_id} did not finish", sources=[A.WAITING])
+
     async def end(
         self, action: ActionDoc, target: ActionState, reason: str, error: str | None = None, *,
         sources: list[ActionState], where: dict[str, Any] | None = None, set: dict[str, Any] | None = None,
         note: str | None = None, cascade: bool = True, by: str | None = None,
     ) -> ActionDoc | None:  # fmt: skip
-        """End ``action`` FAILED or KILLED: free what it held, end (KILLED) the descendants
-        that waited on it, then the guarded terminal move from ``sources`` (narrowed by
-        ``where``). Its workflow settles once, after the whole cascade."""
+        """End ``action`` FAILED or KILLED: hand its computation to a follower (if any),
+        free what it held, end (KILLED) the descendants that waited on it, then the
+        guarded terminal move from ``sources`` (narrowed by ``where``), then its other
+        followers follow the successor. Its workflow settles once, after the cascade."""
         async with self.mover.batch():
-            await self.release(action, reason)
+            # Most actions have no follower: one indexed query, and nothing more to do for them.
+            followed = bool(await acts.following(self.store, action["_id"]))
+            if followed:
+                await self.following.elect(action["_id"], reason)
+            handed = (await acts.get(self.store, action["_id"], {"job_handed_to": 1}) or {}).get("job_handed_to")
+            await self.release(action, reason, keep_attempt=bool(handed))
             if cascade:
                 await self.end_descendants(action)
-            return await self.mover.action(
+            ended = await self.mover.action(
                 action["_id"], target, by=by or self.by, sources=sources, where=where, note=note or reason,
                 set={**(set or {}), "finished_at": time.time(), "error": error or reason, "reason": reason},
             )  # fmt: skip
+            if ended is not None:
+                new = [c for c in ended.get("children", []) if c not in action.get("children", [])]
+                if cascade and new:  # children re-planning added meanwhile (the list is final now)
+                    await self.end_descendants({**ended, "children": new})
+                if followed or ended.get("followers"):  # or registered before its terminal move
+                    await self.following.resolve(ended)
+            return ended
 
-    async def release(self, action: ActionDoc, reason: str) -> None:
-        if action.get("attempt_path"):
+    async def release(self, action: ActionDoc, reason: str, keep_attempt: bool = False) -> None:
+        if action.get("attempt_path") and not keep_attempt:  # a successor's adopted job writes there
             await self.storage.discard(action["attempt_path"])
         held, produced = ds.held_by([action])
         await ds.release(self.store, held, produced, self.by, reason)
@@ -182,7 +224,8 @@ class Outcomes:
         after answering, the repair sweep again (until ``kill_applied``) if the gateway
         died before it finished.
 
-        Every action of the workflow is flagged first, in one write: a flagged action is
+        What other workflows follow is handed over first (``hand_over``). Then every
+        action of the workflow is flagged, in one write: a flagged action is
         never submitted (the submitter's guard), and the job of one submitted meanwhile
         is stopped by its submitter. Running jobs are asked to stop at once and the
         poller (due at once) ends them KILLED. The actions with no job end KILLED in one
@@ -190,6 +233,7 @@ class Outcomes:
         the repair keys on) is set last."""
         store, now = self.store, time.time()
         async with self.mover.batch():
+            await self.hand_over(workflow_id)
             await acts.flag_kill(store, workflow_id, now)
             await self.stop_jobs(workflow_id)
 
@@ -202,19 +246,64 @@ class Outcomes:
                 held, produced = ds.held_by(killed)
                 await ds.release(store, held, produced, self.by, "killed")
 
-            await self.mover.actions_many(
-                {"workflow_id": workflow_id}, A.KILLED, by=self.by, sources=NO_JOB, note="killed",
+            moved = await self.mover.actions_many(
+                {"workflow_id": workflow_id}, A.KILLED, by=self.by, sources=KILLED_IN_BULK, note="killed",
                 set={"finished_at": now, "reason": "killed", "error": "killed"}, before_effects=release_killed,
             )  # fmt: skip
+            for d in moved:
+                if d.get("followers"):  # a follower not listed yet is resolved by the repair sweep
+                    await self.following.resolve(d)
             await wfs.kill_applied(store, workflow_id)
             await self.mover.settle(workflow_id)
+
+    async def hand_over(self, workflow_id: str) -> None:
+        """Kill means "this workflow no longer needs it": each computation of the workflow
+        that others follow passes to one of them before anything is stopped. A running
+        job is adopted as it runs; a computation not started yet (flagged first, so it
+        never starts here) is computed by the successor. Children are handed over before
+        their parents, so a successor re-planning its inputs follows this workflow's
+        running parents, whose jobs are then adopted too."""
+        docs = await acts.of_workflow(self.store, workflow_id, {"parents": 1, "state": 1, "followers": 1})
+        # Only actions others follow, and the parents of those handed over (a successor's
+        # re-planning may follow them), are read again: a large workflow's kill stays cheap.
+        wanted = {d["_id"] for d in docs if d.get("followers") and d["state"] in ACTION_LIVE}
+        if not wanted:
+            return
+        graph = nx.DiGraph()
+        graph.add_nodes_from(d["_id"] for d in docs)
+        graph.add_edges_from((p, d["_id"]) for d in docs for p in d.get("parents", []))
+        parents = {d["_id"]: d.get("parents", []) for d in docs}
+        for aid in reversed(list(nx.topological_sort(graph))):  # children first
+            if aid not in wanted:
+                continue
+            action = await acts.get(self.store, aid)
+            if action is None or action["state"] not in ACTION_LIVE or not action.get("followers"):
+                continue
+            wanted.update(parents.get(aid, []))
+            if action["state"] in (A.SUBMITTED, A.RUNNING) and action.get("job_id"):
+                successor = await self.following.elect(aid, "killed", job_alive=True)
+                fresh = await acts.get(self.store, aid)
+                if successor and fresh and fresh.get("job_handed_to") == successor:
+                    await self.end(
+                        fresh, A.KILLED, "killed", sources=[A.SUBMITTED, A.RUNNING], where={"job_id": fresh["job_id"]},
+                        note=f"killed; its job goes on for {successor}",
+                    )  # fmt: skip
+            elif action["state"] != A.FOLLOWING:
+                await acts.flag_kill(self.store, workflow_id, time.time(), action_id=aid)
+                await self.following.elect(aid, "killed")
 
     async def stop_if_killed(self, action: ActionDoc | None, job_id: str) -> None:
         """Stop the job of an action whose workflow is being killed (flagged), or that is
         no longer SUBMITTED when its job id is recorded (``action`` None: killed meanwhile).
-        The submitter calls it after recording a job, the poller before each check."""
-        if action is None or action.get("kill_requested"):
-            await self.executor.kill(job_id)
+        The submitter calls it after recording a job, the poller before each check. A job
+        a follower adopted runs on."""
+        if action is not None and not action.get("kill_requested"):
+            return
+        if action is not None and (await acts.get(self.store, action["_id"], {"job_handed_to": 1}) or {}).get(
+            "job_handed_to"
+        ):
+            return
+        await self.executor.kill(job_id)
 
     async def stop_jobs(self, workflow_id: str) -> None:
         limit = asyncio.Semaphore(KILL_CONCURRENCY)
@@ -229,7 +318,9 @@ class Outcomes:
         jobs = [
             a["job_id"]
             for s in (A.SUBMITTED, A.RUNNING)
-            for a in await acts.in_state(self.store, s, workflow_id=workflow_id, fields={"job_id": 1})
-            if a.get("job_id")
+            for a in await acts.in_state(
+                self.store, s, workflow_id=workflow_id, fields={"job_id": 1, "job_handed_to": 1}
+            )
+            if a.get("job_id") and not a.get("job_handed_to")  # an adopted job runs on for its successor
         ]
         await asyncio.gather(*(stop(j) for j in jobs))

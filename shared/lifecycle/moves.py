@@ -21,7 +21,14 @@ from typing import Any
 from shared.bus import Bus
 from shared.events import Event, EventType, Subject
 from shared.lifecycle.effects import Effect, effects_of
-from shared.states import ACTION_TRANSITIONS, DATASET_TRANSITIONS, WORKFLOW_TRANSITIONS, ActionState, WorkflowState
+from shared.states import (
+    ACTION_TERMINAL,
+    ACTION_TRANSITIONS,
+    DATASET_TRANSITIONS,
+    WORKFLOW_TRANSITIONS,
+    ActionState,
+    WorkflowState,
+)
 from shared.store import actions as acts
 from shared.store import stats
 from shared.store import workflows as wfs
@@ -123,6 +130,13 @@ class Mover:
 
     async def apply(self, entity: str, docs: list[Doc], source: str | None, target: str) -> None:
         for effect in effects_of(entity, source, target):
+            if effect.open_delta:  # first: what settling reads
+                by_workflow: dict[str, int] = {}
+                for d in docs:
+                    by_workflow[d["workflow_id"]] = by_workflow.get(d["workflow_id"], 0) + effect.open_delta
+                now = time.time()
+                for wf_id, delta in by_workflow.items():
+                    await wfs.count_open(self.store, wf_id, delta, now)
             await self._count(effect, docs)
             for d in docs:
                 for event_type, payload in effect.events:
@@ -147,24 +161,38 @@ class Mover:
         for (at, reason), (sums, n) in groups.items():
             await stats.count(self.store, at, failure=reason, failures=n, **sums)
 
-    async def settle(self, workflow_id: str) -> Doc | None:
+    async def settle(self, workflow_id: str, recount: bool = False) -> Doc | None:
         """End a RUNNING workflow whose actions all ended; idempotent. Inside ``batch()``
-        it waits for the batch's end, so a cascade settles each workflow once."""
+        it waits for the batch's end, so a cascade settles each workflow once.
+
+        Its count of live actions (``open_actions``, kept by the moves' effects) says
+        whether anything is left, so an action's end costs one read; the actions are
+        read once, when the count reaches zero. ``recount`` (the repair sweep, for a
+        workflow quiet for a while) reads them anyway and corrects a count a crash left
+        too high."""
         later = _open_batch()
         if later is not None:
             later.add(workflow_id)
             return None
-        wf = await wfs.get(self.store, workflow_id, {"state": 1, "kill_requested": 1, "kill_applied": 1})
+        wf = await wfs.get(
+            self.store, workflow_id,
+            {"state": 1, "kill_requested": 1, "kill_applied": 1, "open_actions": 1, "last_move_at": 1},
+        )  # fmt: skip
         if wf is None or wf["state"] != W.RUNNING:
             return None
         if wf.get("kill_requested") and wf.get("kill_applied") is False:
             # Its kill is being applied: ``kill_workflow`` settles it once it has released
             # everything (until then the repair sweep applies the kill again).
             return None
-        final = wfs.derive(
-            await acts.of_workflow(self.store, workflow_id, {"state": 1}), bool(wf.get("kill_requested"))
-        )
+        if not recount and int(wf.get("open_actions") or 0) > 0:
+            return None
+        actions = await acts.of_workflow(self.store, workflow_id, {"state": 1})
+        final = wfs.derive(actions, bool(wf.get("kill_requested")))
         if final is None:
+            if recount:
+                live = sum(a["state"] not in ACTION_TERMINAL for a in actions)
+                if live != wf.get("open_actions"):
+                    await wfs.recount_open(self.store, workflow_id, live, wf.get("last_move_at"))
             return None
         return await self.workflow(workflow_id, final, sources=[W.RUNNING], set={"finished_at": time.time()})
 

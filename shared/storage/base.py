@@ -32,6 +32,17 @@ class Entry:
     mtime: float
 
 
+@dataclass(frozen=True)
+class Integrity:
+    """What a committed dataset is made of: its bytes, its files and, when asked for, a
+    digest of every file's relative path and content (SHA-256 locally, over HDFS file
+    checksums on WebHDFS). ``checksum`` None: not computed."""
+
+    size: int
+    files: int
+    checksum: str | None = None
+
+
 class Storage(Protocol):
     root: str
 
@@ -67,6 +78,12 @@ class Storage(Protocol):
         """Recursive; a missing path is not an error."""
 
     async def size(self, path: str) -> int | None: ...
+
+    async def integrity(self, path: str, checksum: bool) -> Integrity | None:
+        """Size and file count of ``path`` (a dataset), with its content digest if
+        ``checksum``; None if the path is missing (or parts of it vanish while it is
+        read). A checksum reads every byte locally, and costs one request per file on
+        WebHDFS."""
 
     async def exists(self, path: str) -> bool: ...
 

@@ -20,7 +20,7 @@ import stat
 import uuid
 from pathlib import Path
 
-from shared.storage.base import ATTEMPTS_DIR, Entry, check_fingerprint_size
+from shared.storage.base import ATTEMPTS_DIR, Entry, Integrity, check_fingerprint_size
 from shared.storage.names import path_name
 
 log = logging.getLogger(__name__)
@@ -199,6 +199,38 @@ class LocalStorage:
 
     async def exists(self, path: str) -> bool:
         return await asyncio.to_thread(Path(path).exists)
+
+    async def integrity(self, path: str, checksum: bool) -> Integrity | None:
+        return await asyncio.to_thread(self._integrity, Path(path), checksum)
+
+    @staticmethod
+    def _integrity(top: Path, checksum: bool) -> Integrity | None:
+        """Regular files count with their bytes; a symbolic link counts as a file whose
+        content is its target (never followed: a dataset is what lies under its path)."""
+        entries = list(_walk(top))
+        if not entries:
+            return None
+        files = [(p, st) for p, st in entries if not stat.S_ISDIR(st.st_mode)]
+        size = sum(st.st_size for _, st in files if stat.S_ISREG(st.st_mode))
+        if not checksum:
+            return Integrity(size, len(files))
+        # The order and the line format of ``_fingerprint``: a folder of regular files has
+        # the same digest either way. No cache here: a same-size rewrite that kept the
+        # modification time must still be seen.
+        h = hashlib.sha256()
+        try:
+            for p, st in sorted(files, key=lambda fs: fs[0]):
+                if stat.S_ISREG(st.st_mode):
+                    with open(p, "rb") as f:
+                        digest = hashlib.file_digest(f, "sha256").hexdigest()
+                elif stat.S_ISLNK(st.st_mode):
+                    digest = f"link:{os.readlink(p)}"
+                else:
+                    digest = f"mode:{stat.S_IFMT(st.st_mode):o}"
+                h.update(f"{p.relative_to(top)}\0{digest}\0".encode())
+        except FileNotFoundError:
+            return None  # removed while it was read: not whole
+        return Integrity(size, len(files), h.hexdigest())
 
     async def list_root(self) -> list[Entry]:
         def scan() -> list[Entry]:

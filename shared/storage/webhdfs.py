@@ -1,5 +1,6 @@
-"""WebHDFS storage: datasets on HDFS. Attempts are committed by RENAME, sizes come from
-GETCONTENTSUMMARY, executables are fingerprinted with GETFILECHECKSUM.
+"""WebHDFS storage: datasets on HDFS. Attempts are committed by RENAME, sizes and file
+counts come from GETCONTENTSUMMARY, executables are fingerprinted and datasets
+checksummed with GETFILECHECKSUM.
 
 A committed managed dataset is sealed with SETPERMISSION (folders 555, files 444), so no
 later job can add, replace or append to its files. HDFS checks the owner's bits too (only
@@ -8,16 +9,20 @@ path: deleting a dataset first gives its folders 755 back."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import posixpath
 import uuid
 
 from shared.hadoop.webhdfs import FileNotFound, HdfsError, WebHdfs
-from shared.storage.base import ATTEMPTS_DIR, Entry, check_fingerprint_size
+from shared.storage.base import ATTEMPTS_DIR, Entry, Integrity, check_fingerprint_size
 from shared.storage.names import path_name
 
 log = logging.getLogger(__name__)
+# GETFILECHECKSUM requests in flight at once for one digest: each makes a DataNode read
+# the file's block checksums, so a dataset of many files is not asked for one by one.
+CHECKSUM_CONCURRENCY = 8
 
 
 class WebHdfsStorage:
@@ -124,9 +129,28 @@ class WebHdfsStorage:
                     out.append(Entry(prefix + st["pathSuffix"], st["modificationTime"] / 1000.0))
         return out
 
+    async def integrity(self, path: str, checksum: bool) -> Integrity | None:
+        try:
+            summary = await self.hdfs.content_summary(path)
+        except FileNotFound:
+            return None
+        digest = None
+        if checksum:
+            try:
+                # A file's summary counts no directory; a directory's counts itself.
+                files = [("", path)] if int(summary["directoryCount"]) == 0 else await self._files(path)
+                digest = await self._digest(files)
+            except FileNotFound:
+                return None  # removed while it was read: not whole
+        return Integrity(int(summary["length"]), int(summary["fileCount"]), digest)
+
     async def fingerprint(self, folder: str) -> str:
         """A digest of every file under ``folder``: relative path and HDFS file checksum."""
-        h = hashlib.sha256()
+        return await self._digest(await self._files(folder, limited=True))
+
+    async def _files(self, folder: str, limited: bool = False) -> list[tuple[str, str]]:
+        """(relative path, path) of every file under ``folder``, by LISTSTATUS; ``limited``
+        stops at the size an action folder's fingerprint may cover."""
         stack = [folder]
         files: list[tuple[str, str]] = []
         size = 0
@@ -139,9 +163,23 @@ class WebHdfsStorage:
                 else:
                     files.append((posixpath.relpath(path, folder), path))
                     size += int(st.get("length", 0))
-                    check_fingerprint_size(len(files), size)
-        for rel, path in sorted(files):
-            ck = await self.hdfs.checksum(path)
+                    if limited:
+                        check_fingerprint_size(len(files), size)
+        return files
+
+    async def _digest(self, files: list[tuple[str, str]]) -> str:
+        """SHA-256 over each file's relative path, checksum algorithm and checksum bytes,
+        in path order."""
+        limit = asyncio.Semaphore(CHECKSUM_CONCURRENCY)
+
+        async def one(path: str) -> dict:
+            async with limit:
+                return await self.hdfs.checksum(path)
+
+        ordered = sorted(files)
+        checksums = await asyncio.gather(*(one(path) for _, path in ordered))
+        h = hashlib.sha256()
+        for (rel, _), ck in zip(ordered, checksums, strict=True):
             h.update(f"{rel}\0{ck['algorithm']}\0{ck['bytes']}\0".encode())
         return h.hexdigest()
 

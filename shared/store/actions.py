@@ -14,8 +14,11 @@ import secrets
 from collections.abc import AsyncIterator
 from typing import Any, TypedDict
 
+from pymongo import ReturnDocument
+
 from shared.planning import PlannedAction
-from shared.states import ACTION_TERMINAL, ActionState
+from shared.states import ACTION_LIVE, ACTION_TERMINAL, ActionState, WorkflowState
+from shared.store import workflows
 from shared.store.client import Store
 from shared.store.transitions import decode, history_entry
 from shared.workflow_spec import ActionId, id_order
@@ -38,7 +41,14 @@ class ActionDoc(TypedDict, total=False):
     force: bool  # forceComputation: computed even if stored
     leaf: bool  # no computed child reads it: kept as LEAF
     decision: str  # the plan's word: "compute" or "reuse"
-    reason: str | None  # why (planner), or why it ended (FAILED/KILLED)
+    reason: str | None  # why (planner: stored, in_flight, takeover, replanned...), or why it ended
+    # Following a computation in flight (docs/state-machines.md, "Following"):
+    follows: str  # FOLLOWING: the action computing its dataset
+    followers: list[str]  # the actions following this one's computation
+    successor: str  # the follower elected to carry on when this one ended unfinished
+    job_handed_to: str  # its running job was adopted by that follower: never kill it
+    takeover_of: str  # the action whose computation it took over
+    takeover_failures: int  # failed computations of its dataset along the takeover chain
     output_path: str
     parents: list[str]
     parent_local_ids: list[ActionId]
@@ -90,12 +100,16 @@ def new_document(
     by: str,
 ) -> ActionDoc:
     """The document of one planned action: WAITING/READY if computed (READY when no
-    computed parent must finish first), REUSED/SKIPPED if not."""
+    computed or followed parent must finish first), FOLLOWING if its dataset is in
+    flight, REUSED/SKIPPED if not."""
     a = p.spec
     parents = sorted(a.parents, key=id_order)
     computed = p.computed
-    pending = [f"{wf_id}.{q}" for q in parents if planned[q].computed] if computed else []
-    state = (A.WAITING if pending else A.READY) if computed else (A.REUSED if p.reason == "stored" else A.SKIPPED)
+    pending = [f"{wf_id}.{q}" for q in parents if planned[q].pending] if computed else []
+    if computed:
+        state = A.WAITING if pending else A.READY
+    else:
+        state = {"stored": A.REUSED, "in_flight": A.FOLLOWING}.get(p.reason, A.SKIPPED)
     doc = ActionDoc(
         _id=f"{wf_id}.{a.id}",
         workflow_id=wf_id,
@@ -113,7 +127,7 @@ def new_document(
         parents=[f"{wf_id}.{q}" for q in parents],
         parent_local_ids=parents,
         input_paths=[output_of[q] for q in parents],
-        children=[f"{wf_id}.{c}" for c in p.children if planned[c].computed] if computed else [],
+        children=[f"{wf_id}.{c}" for c in p.children if planned[c].computed] if p.pending else [],
         pending_parents=pending,
         # Every managed parent's dataset, reused or computed here: released when this action ends.
         claims=[planned[q].hash for q in parents if planned[q].spec.isManaged] if computed else [],
@@ -125,7 +139,10 @@ def new_document(
         submit_errors=0,
         secret=secrets.token_urlsafe(18) if computed else None,
         saved_seconds=0.0 if computed else saved_seconds,
+        followers=[],
     )
+    if p.reason == "in_flight":
+        doc["follows"] = p.follows or f"{wf_id}.{p.follows_local}"
     doc.update(paths)  # type: ignore[typeddict-item]  # the checked folder and output paths
     return doc
 
@@ -211,12 +228,90 @@ async def parent_finished(store: Store, child_id: str, parent_id: str) -> Action
     )
 
 
-async def flag_kill(store: Store, workflow_id: str, now: float) -> None:
-    """Mark every action of a workflow as to be killed (a flagged action is never
-    submitted), and due for a poll at once."""
+async def flag_kill(store: Store, workflow_id: str, now: float, action_id: str | None = None) -> None:
+    """Mark every action of a workflow (or one of them) as to be killed (a flagged
+    action is never submitted), and due for a poll at once."""
     # One write for every state: an action moving between states while a kill is applied
     # (SUBMITTED back to READY after a submit error) cannot slip between two writes.
+    one = {"_id": action_id} if action_id else {}
     await store.actions.update_many(
-        {"workflow_id": workflow_id, "state": {"$nin": sorted(ACTION_TERMINAL)}, "kill_requested": {"$ne": True}},
+        {**one, "workflow_id": workflow_id, "state": {"$nin": sorted(ACTION_TERMINAL)},
+         "kill_requested": {"$ne": True}},
         {"$set": {"kill_requested": True, "next_poll_at": now}},
+    )  # fmt: skip
+
+
+async def being_planned(store: Store, action_id: str) -> bool:
+    """Not written yet, its workflow still PLANNING: its planner writes it soon (or the
+    planning is undone). Action ids are ``<workflow id>.<local id>``; workflow ids hold no dot."""
+    if await store.actions.find_one({"_id": action_id}, {"_id": 1}) is not None:
+        return False
+    wf = await workflows.get(store, action_id.split(".", 1)[0], {"state": 1})
+    return wf is not None and wf["state"] == WorkflowState.PLANNING
+
+
+async def add_follower(store: Store, producer_id: str, follower_id: str) -> bool:
+    """Register ``follower_id`` on a producer that has not ended: the producer's end
+    reads its followers from the document its terminal move returns, so a follower is
+    either registered before that move (and resolved by it) or refused."""
+    won = await store.actions.find_one_and_update(
+        {"_id": producer_id, "state": {"$in": sorted(ACTION_LIVE)}},
+        {"$addToSet": {"followers": follower_id}},
+        projection={"_id": 1},
     )
+    return won is not None
+
+
+async def elect_successor(store: Store, producer_id: str, follower_id: str) -> bool:
+    """Elect the one follower that carries on an ended producer's computation; True if
+    this call did (the first election wins, later callers read the winner)."""
+    won = await store.actions.find_one_and_update(
+        {"_id": producer_id, "successor": None}, {"$set": {"successor": follower_id}}, projection={"_id": 1}
+    )
+    return won is not None
+
+
+async def clear_successor(store: Store, producer_id: str, follower_id: str) -> None:
+    """The elected follower ended without taking over: a new election may be held."""
+    await store.actions.update_one({"_id": producer_id, "successor": follower_id}, {"$set": {"successor": None}})
+
+
+async def following(store: Store, producer_id: str) -> list[ActionDoc]:
+    """The actions FOLLOWING ``producer_id`` (equality on the indexed ``follows``), also
+    those not in its ``followers`` (registered while it was still being planned)."""
+    return [decode(a) async for a in store.actions.find({"follows": producer_id, "state": str(A.FOLLOWING)})]
+
+
+async def hand_job_to(store: Store, producer: ActionDoc, follower_id: str) -> ActionDoc | None:
+    """Mark a producer's running job as adopted by ``follower_id`` before the follower
+    takes it: from then on nobody kills it on the producer's behalf. The producer as it
+    is now (None: its job ended or changed meanwhile)."""
+    return await store.actions.find_one_and_update(
+        {"_id": producer["_id"], "state": {"$in": [str(A.SUBMITTED), str(A.RUNNING)]}, "job_id": producer["job_id"]},
+        {"$set": {"job_handed_to": follower_id}},
+        return_document=ReturnDocument.AFTER,
+    )
+
+
+async def take_job_back(store: Store, producer_id: str, follower_id: str) -> None:
+    """The adoption did not happen: the job is the producer's again."""
+    await store.actions.update_one(
+        {"_id": producer_id, "job_handed_to": follower_id}, {"$set": {"job_handed_to": None}}
+    )
+
+
+async def add_child(store: Store, parent_id: str, child_id: str) -> bool:
+    """Re-planning: ``child_id`` waits for a parent that has not ended (refused if it has)."""
+    won = await store.actions.find_one_and_update(
+        {"_id": parent_id, "state": {"$in": sorted(ACTION_LIVE)}},
+        {"$addToSet": {"children": child_id}},
+        projection={"_id": 1},
+    )
+    return won is not None
+
+
+async def get_many(store: Store, action_ids: list[str], fields: dict[str, int] | None = None) -> list[ActionDoc]:
+    """The documents of ``action_ids`` that exist ($in on _id is index-served)."""
+    if not action_ids:
+        return []
+    return [decode(a) async for a in store.actions.find({"_id": {"$in": list(action_ids)}}, fields)]

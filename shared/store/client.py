@@ -25,6 +25,8 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
         # A workflow's actions, and those in one state (kill, settle): both index-served.
         ([("workflow_id", ASCENDING), ("state", ASCENDING)], {}),
         ([("created_at", ASCENDING)], {}),
+        # The followers of a producer (docs/state-machines.md, "Following").
+        ([("follows", ASCENDING)], {}),
     ],
     "history_buckets": [([("res", ASCENDING), ("start", ASCENDING)], {})],
     "workflows": [

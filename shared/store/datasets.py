@@ -73,6 +73,41 @@ async def try_reuse(store: Store, h: str, lineage: dict[str, Any], claimants: li
     return False
 
 
+IN_FLIGHT = frozenset({D.TO_STORE, D.TO_LEAF})
+
+
+async def claim_in_flight(store: Store, h: str, claimants: list[str], leaf: bool, by: str) -> dict[str, Any] | None:
+    """Claim a dataset being computed for ``claimants`` (the children of an action that
+    will follow its computation); a leaf follower makes it a LEAF. The claims come
+    before the follow, so the output is protected from the moment it is stored. The
+    document back (None: it is no longer being computed)."""
+    for _ in range(3):
+        doc = await get(store, h)
+        if doc is None or doc["state"] not in IN_FLIGHT or not doc.get("producers"):
+            return None
+        state = doc["state"]
+        if leaf and state == D.TO_STORE:
+            res = await transition(
+                store.datasets, DATASET_TRANSITIONS, h, D.TO_LEAF, by=by, sources=[state],
+                add_to_set={"claims": claimants}, inc={"use_count": 1}, note="followed by a leaf",
+            )  # fmt: skip
+        else:
+            res = await store.datasets.find_one_and_update(
+                {"_id": h, "state": state},
+                {"$addToSet": {"claims": {"$each": claimants}}, "$inc": {"use_count": 1}},
+                return_document=ReturnDocument.AFTER,
+            )
+        if res is not None:
+            return decode(res)
+    return None
+
+
+async def add_claims(store: Store, h: str, claimants: list[str]) -> None:
+    """Protect a dataset for readers planned later (re-planning, an identical action)."""
+    if claimants:
+        await store.datasets.update_one({"_id": h}, {"$addToSet": {"claims": {"$each": claimants}}})
+
+
 async def get_many(
     store: Store, hashes: list[str] | set[str], fields: dict[str, int] | None = None, chunk: int = 1000
 ) -> dict[str, dict[str, Any]]:
@@ -208,9 +243,12 @@ class Deferred(Exception):
 
 
 async def record_output(
-    store: Store, h: str, producer: str, size: int | None, seconds: float, leaf: bool, by: str
-) -> dict[str, Any] | None:
-    """After a producer succeeded and its output was committed: STORED or LEAF, with stats."""
+    store: Store, h: str, producer: str, size: int | None, seconds: float, leaf: bool, by: str,
+    *, files: int | None = None, checksum: str | None = None,
+) -> dict[str, Any] | None:  # fmt: skip
+    """After a producer succeeded and its output was committed: STORED or LEAF, with stats
+    and what its files were at commit (``size``, ``files``, ``checksum``: what a later
+    verification compares against)."""
     doc = await get(store, h)
     if doc is None:
         return None
@@ -218,16 +256,18 @@ async def record_output(
     if state in BEING_DELETED:
         raise Deferred(h)
     counted = producer in doc.get("producers", [])
+    committed = {"size": size, "files": files, "checksum": checksum, "committed_at": time.time()}
     update: dict[str, Any] = {
-        "set": {"size": size, "committed_at": time.time()},
+        "set": committed,
         "pull": {"producers": [producer]},
         "inc": {"compute_seconds_total": seconds, "compute_count": 1} if counted else None,
     }
     if state == D.STORED_TO_DELETE:
+        # Marked while a forced recomputation ran: its replacement is what lies at the path now.
         return decode(
             await store.datasets.find_one_and_update(
                 {"_id": h, "state": state},
-                {"$pull": {"producers": producer}},
+                {"$pull": {"producers": producer}, "$set": committed},
                 return_document=ReturnDocument.AFTER,
             )
         )

@@ -88,6 +88,21 @@ async def request_kill(store: Store, workflow_id: str, now: float) -> dict[str, 
     )
 
 
+async def count_open(store: Store, workflow_id: str, delta: int, now: float) -> None:
+    """Its live actions changed by ``delta`` (actions ended, or reopened by re-planning)."""
+    await store.workflows.update_one(
+        {"_id": workflow_id}, {"$inc": {"open_actions": delta}, "$set": {"last_move_at": now}}
+    )
+
+
+async def recount_open(store: Store, workflow_id: str, live: int, seen_move_at: float | None) -> None:
+    """Correct a count a crash left behind (a move whose count was never applied), unless
+    an action moved since it was read."""
+    await store.workflows.update_one(
+        {"_id": workflow_id, "last_move_at": seen_move_at}, {"$set": {"open_actions": live}}
+    )
+
+
 async def kill_applied(store: Store, workflow_id: str) -> None:
     await store.workflows.update_one({"_id": workflow_id}, {"$set": {"kill_applied": True}})
 

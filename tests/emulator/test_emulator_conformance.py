@@ -1010,6 +1010,13 @@ async def test_file_checksum(emu: Emulator, http: aiohttp.ClientSession) -> None
     assert (await checksum("/k/two"))["bytes"] != one["bytes"]
     async with http.get(f"{nn}/k", params={"op": "GETFILECHECKSUM"}) as resp:
         assert await remote_exception(resp, 404, "FileNotFoundException") == "Path is not a file: /k"
+    # An empty file (a _SUCCESS marker) has no block: HDFS answers a fixed checksum for it.
+    put_hdfs(emu, "/k/_SUCCESS", b"")
+    assert await checksum("/k/_SUCCESS") == {
+        "algorithm": "MD5-of-0MD5-of-0CRC32",
+        "bytes": "00000000" + "0" * 16 + "70bc8f4b72a86921468bf8e8441dce51",
+        "length": 28,
+    }
 
 
 async def test_op_validation_paths_and_users(emu: Emulator, http: aiohttp.ClientSession, tmp_path: Path) -> None:

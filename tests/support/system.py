@@ -42,6 +42,7 @@ def make_settings(tmp_path: Path, mongo_url: str, **overrides: Any) -> Settings:
         settle_interval=1.0,
         decision_interval=0.5,
         orphan_sweep_interval=3600,
+        reconcile_interval=3600,
         action_roots=[ROOT],
         output_roots=[tmp_path / "outputs"],
         local_slots=4,

@@ -4,6 +4,7 @@ Oozie executor, WebHDFS storage, callbacks with polling as the safety net."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import shutil
 import time
 from pathlib import Path
@@ -51,7 +52,8 @@ class Hadoop(Processes):
 
 
 @pytest.fixture
-async def hadoop(tmp_path: Path, mongo_url: str, amqp_url: str):
+async def hadoop(request: pytest.FixtureRequest, tmp_path: Path, mongo_url: str, amqp_url: str):
+    """Settings overrides come from indirect parametrization."""
     emu = await start_emulator(tmp_path / "hdfs", faults=FAST)
     actions = emu.root / "pingo" / "actions" / "jobs"
     actions.mkdir(parents=True)
@@ -71,6 +73,7 @@ async def hadoop(tmp_path: Path, mongo_url: str, amqp_url: str):
         output_roots=[],
         poll_interval=0.5,
         poll_max_interval=2.0,
+        **getattr(request, "param", {}),
     )
     (tmp_path / "logs").mkdir()
     system = Hadoop(settings, tmp_path / "logs")
@@ -248,3 +251,71 @@ async def test_failed_action_keeps_oozies_error_and_ends_the_workflow(hadoop: Ha
     _, body = await hadoop.request("GET", "/api/v1/datasets")
     on_disk = sum(f.stat().st_size for f in (hadoop.emulator.root / "pingo" / "datasets").rglob("*") if f.is_file())
     assert body["managedRootBytes"] == on_disk > 0
+
+
+def mid_and_leaf(prefix: str, leaf: str) -> dict:
+    return {"name": prefix, "actions": [hdfs_action(1, f"{prefix}-mid"), hdfs_action(2, leaf, [1])]}
+
+
+async def dataset_in(hadoop: Hadoop, h: str, state: str, timeout: float = 30.0) -> dict:
+    deadline = time.time() + timeout
+    while (doc := decode(await hadoop.db.datasets.find_one({"_id": h})))["state"] != state:
+        assert time.time() < deadline, f"dataset {h} still {doc['state']} after {timeout}s, not {state}"
+        await asyncio.sleep(0.2)
+    return doc
+
+
+async def test_a_dataset_committed_on_hdfs_records_its_files_and_checksum(hadoop: Hadoop) -> None:
+    wf = await hadoop.run(mid_and_leaf("int", "int-leaf"))
+    assert wf["state"] == "SUCCEEDED", [(a["localId"], a["error"]) for a in wf["actions"]]
+    status, body = await hadoop.request("GET", "/api/v1/datasets")
+    assert status == 200
+    listed = {d["hash"]: d for d in body["datasets"]}
+    for a in wf["actions"]:
+        d = listed[a["hash"]]
+        local = hadoop.hdfs_path(d["path"])
+        files = sorted(p.relative_to(local).as_posix() for p in local.rglob("*") if p.is_file())
+        assert d["files"] == len(files) == 2
+        assert d["size"] == sum((local / f).stat().st_size for f in files)
+        # SHA-256 over each file's relative path and GETFILECHECKSUM answer, computed here
+        # from the emulator's namespace.
+        h = hashlib.sha256()
+        for rel in files:
+            ck = hadoop.emulator.namespace.checksum(f"{d['path']}/{rel}")["FileChecksum"]
+            h.update(f"{rel}\0{ck['algorithm']}\0{ck['bytes']}\0".encode())
+        assert d["checksum"] == h.hexdigest()
+
+
+@pytest.mark.parametrize("hadoop", [{"verify_reuse": "checksum"}], indirect=True)
+async def test_on_hdfs_a_same_size_change_is_found_by_checksum_and_computed_again(hadoop: Hadoop) -> None:
+    first = await hadoop.run(mid_and_leaf("hflip", "hflip-a"))
+    mid = first["actions"][0]["hash"]
+    doc = await hadoop.db.datasets.find_one({"_id": mid})
+    part = hadoop.hdfs_path(doc["path"]) / "part-00000"
+    original = part.read_bytes()
+    part.write_bytes(original[:-1] + bytes([original[-1] ^ 0xFF]))  # same size, other content
+
+    plan = await hadoop.submit(mid_and_leaf("hflip", "hflip-b"))
+    assert [a["decision"] for a in plan["actions"]] == ["compute", "compute"]
+    assert (await hadoop.wait(plan["id"]))["state"] == "SUCCEEDED"
+    again = decode(await hadoop.db.datasets.find_one({"_id": mid}))
+    assert ("LOST", "lost") in [(h["state"], h.get("note")) for h in again["history"]]
+    assert again["lost_reason"] == "checksum" and again["found_size"] == doc["size"]
+    assert again["state"] == "STORED" and again["checksum"] == doc["checksum"] and part.read_bytes() == original
+
+
+@pytest.mark.parametrize("hadoop", [{"reconcile_interval": 1.0}], indirect=True)
+async def test_the_reconcile_sweep_marks_a_dataset_deleted_from_hdfs_lost(hadoop: Hadoop) -> None:
+    first = await hadoop.run(mid_and_leaf("hgone", "hgone-a"))
+    mid, leaf = (a["hash"] for a in first["actions"])
+    doc = await hadoop.db.datasets.find_one({"_id": mid})
+    shutil.rmtree(hadoop.hdfs_path(doc["path"]))  # behind Pingo's back, not through WebHDFS
+
+    lost = await dataset_in(hadoop, mid, "LOST")
+    assert ("LOST", "lost") in [(h["state"], h.get("note")) for h in lost["history"]]
+    assert lost["lost_reason"] == "missing"
+    assert (await hadoop.db.datasets.find_one({"_id": leaf}))["state"] == "LEAF"
+    plan = await hadoop.submit(mid_and_leaf("hgone", "hgone-b"))
+    assert [a["decision"] for a in plan["actions"]] == ["compute", "compute"]
+    assert (await hadoop.wait(plan["id"]))["state"] == "SUCCEEDED"
+    assert (await hadoop.db.datasets.find_one({"_id": mid}))["state"] == "STORED"

@@ -89,6 +89,18 @@ async def test_a_large_kill_answers_at_once_and_repeated_kills_do_the_work_once(
     assert status == 409 and "already ended KILLED" in again["error"]
 
 
+async def test_a_long_chain_is_killed_whole(system: Api) -> None:
+    """Deeper than Python's recursion limit: the kill's hand-over walks the graph without recursing."""
+    n = 1200
+    chain = [shell_action(i, f"deep-{i}", [i - 1] if i else [], seconds=30 if i == 0 else 0) for i in range(n)]
+    plan = await system.submit({"name": "deep", "actions": chain})
+    await root_running(system, plan["id"])
+    status, _ = await system.request("POST", f"/api/v1/workflows/{plan['id']}/kill")
+    assert status == 202
+    wf = await wait_state(system, plan["id"], "KILLED")
+    assert {a["state"] for a in wf["actions"]} == {"KILLED"}
+
+
 async def test_an_interrupted_kill_is_finished_by_the_repair_sweep(system: Api) -> None:
     plan = await system.submit(fan(3, "interrupted", seconds=30))
     wf_id = plan["id"]

@@ -38,10 +38,10 @@ async def read(coll, doc_id: str) -> dict[str, Any]:
 
 
 async def test_illegal_transition_is_refused_before_writing(coll):
-    before = await insert(coll, "a1", A.FINISHED)
+    before = await insert(coll, "a1", A.FAILED)
     with pytest.raises(IllegalTransition):
         await transition(
-            coll, ACTION_TRANSITIONS, "a1", A.READY, by="test", sources=[A.FINISHED], set={"marker": "written"}
+            coll, ACTION_TRANSITIONS, "a1", A.READY, by="test", sources=[A.FAILED], set={"marker": "written"}
         )
     # A mixed list is refused as a whole, even though one of its moves is legal.
     with pytest.raises(IllegalTransition):
@@ -51,7 +51,7 @@ async def test_illegal_transition_is_refused_before_writing(coll):
             "a1",
             A.READY,
             by="test",
-            sources=[A.WAITING, A.FINISHED],
+            sources=[A.WAITING, A.FAILED],
             set={"marker": "written"},
         )
     assert await read(coll, "a1") == before
@@ -64,7 +64,7 @@ async def test_illegal_transition_of_a_document_in_a_legal_source_is_refused(col
     assert await read(coll, "a2") == before
 
 
-@pytest.mark.parametrize("target", [A.WAITING, "NOT_A_STATE"])
+@pytest.mark.parametrize("target", ["NOT_A_STATE"])
 async def test_target_that_nothing_may_reach_is_refused(coll, target):
     before = await insert(coll, "a3", A.READY)
     with pytest.raises(IllegalTransition):

@@ -294,6 +294,9 @@ def test_swapped_map_reduce_parents_give_the_same_lineage_so_reuse_is_verified()
         async def try_reuse(self, h: str, lineage: dict, claimants: list, leaf: bool) -> bool:
             return self.stored.get(h) == lineage
 
+        async def try_follow(self, aid, h: str, lineage: dict, claimants: list, leaf: bool) -> str | None:
+            return None  # nothing is in flight here
+
     first = wf(act(1, "x"), act(2, "y"), act(3, "child", [1, 2], kind="MAP_REDUCE"))
     swapped = wf(act(2, "x"), act(1, "y"), act(3, "child", [1, 2], kind="MAP_REDUCE"))
     gate = Gate()

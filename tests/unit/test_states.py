@@ -53,16 +53,20 @@ def test_every_state_has_a_row_and_every_target_is_a_state(table, enum):
         assert set(targets) <= set(enum)
 
 
-def test_terminal_states_have_no_exits():
+def test_terminal_states_have_no_exits_but_replanning():
+    """FAILED and KILLED are final; FINISHED, REUSED and SKIPPED are reopened only by
+    re-planning for a live action that needs their output (back to work or following)."""
     assert ACTION_TERMINAL == {A.FINISHED, A.FAILED, A.KILLED, A.REUSED, A.SKIPPED}
     assert WORKFLOW_TERMINAL == {W.SUCCEEDED, W.FAILED, W.KILLED}
-    cases = ((ACTION_TRANSITIONS, ACTION_TERMINAL, A), (WORKFLOW_TRANSITIONS, WORKFLOW_TERMINAL, W))
-    for table, terminal, enum in cases:
-        for s in terminal:
-            assert not table[s], s
-            for target in enum:
-                with pytest.raises(IllegalTransition):
-                    check(table, s, target)
+    replanned = {A.WAITING, A.READY, A.FOLLOWING}
+    for s in ACTION_TERMINAL:
+        allowed = {A.FAILED: set(), A.KILLED: set(), A.SKIPPED: replanned | {A.REUSED}}.get(s, replanned)
+        assert set(ACTION_TRANSITIONS[s]) == allowed, s
+    for s in WORKFLOW_TERMINAL:
+        assert not WORKFLOW_TRANSITIONS[s], s
+        for target in W:
+            with pytest.raises(IllegalTransition):
+                check(WORKFLOW_TRANSITIONS, s, target)
 
 
 def test_every_action_state_is_reachable_from_an_initial_state():
@@ -86,8 +90,11 @@ def test_action_lifecycle_of_the_design_is_allowed():
         check(ACTION_TRANSITIONS, src, A.KILLED)
 
 
-def test_in_flight_actions_cannot_go_back_to_waiting():
-    for src in ACTION_IN_FLIGHT:
+def test_actions_with_a_job_cannot_go_back_to_waiting():
+    """Only an action not yet submitted (PROCESSING: its inputs are checked just before
+    the start) goes back to wait for a parent computed again."""
+    check(ACTION_TRANSITIONS, A.PROCESSING, A.WAITING)
+    for src in ACTION_IN_FLIGHT - {A.PROCESSING}:
         with pytest.raises(IllegalTransition):
             check(ACTION_TRANSITIONS, src, A.WAITING)
 

@@ -1,0 +1,246 @@
+"""Never compute the same thing twice, also when workflows overlap: an action whose
+dataset is being computed by a live attempt follows it instead of computing it again,
+and exactly one follower carries on when that attempt cannot finish (docs/planning.md,
+"Following a computation in flight"; docs/state-machines.md, "Following").
+
+Every job logs each run (``PINGO_EXEC_LOG`` in its configuration), so executions are
+counted, not inferred."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from shared.store import actions as acts
+from tests.support.following import action, failed_runs, kill, logging_conf, producer_and_followers, running, runs
+from tests.support.following import sweep_member as shared_sweep_member
+from tests.support.system import Api
+from tests.support.workflows import decisions, shell_action
+
+
+def logged(log: Path, label: str, seconds: float = 0.0, aid: Any = 1, parents: list = (), **env: str) -> dict:
+    """A synth action that appends a line to ``log`` each time it runs."""
+    return shell_action(aid, label, parents, seconds=seconds, configurationParameters=logging_conf(log, **env))
+
+
+def sweep_member(log: Path, tag: str, i: int, root_seconds: float = 1.0, **env: str) -> dict:
+    return shared_sweep_member(shell_action, log, tag, i, root_seconds, **env)
+
+
+async def test_twenty_concurrent_workflows_sharing_a_root_and_a_middle_compute_each_once(
+    system: Api, tmp_path: Path
+) -> None:
+    log = tmp_path / "exec.log"
+    plans = await asyncio.gather(*(system.submit(sweep_member(log, "sweep", i)) for i in range(20)))
+    done = await asyncio.gather(*(system.wait(p["id"], timeout=120) for p in plans))
+    assert [w["state"] for w in done] == ["SUCCEEDED"] * 20
+    assert runs(log, "sweep-ingest") == 1 and runs(log, "sweep-features") == 1
+    assert all(runs(log, f"sweep-train-{i}") == 1 for i in range(20))
+    # One workflow computed the shared actions; every other one followed (or reused what
+    # was stored by the time it was planned) and ended REUSED.
+    computed = [w for w in done if action(w, 2)["state"] == "FINISHED"]
+    assert len(computed) == 1
+    followers = [w for w in done if w is not computed[0]]
+    assert {action(w, 2)["state"] for w in followers} == {"REUSED"}
+    assert any(action(w, 2)["reason"] == "in_flight" for w in followers)
+    # Nothing is left claimed: every reader released what it read.
+    middle = await system.db.datasets.find_one({"_id": action(computed[0], 2)["hash"]})
+    assert middle["state"] == "STORED" and middle["claims"] == [] and middle["producers"] == []
+
+
+async def test_a_workflow_submitted_while_the_shared_action_runs_follows_it(system: Api, tmp_path: Path) -> None:
+    log = tmp_path / "exec.log"
+    first = await system.submit(sweep_member(log, "late", 0, root_seconds=2.0))
+    await running(system, first["id"], 1)
+    second = await system.submit(sweep_member(log, "late", 1, root_seconds=2.0))
+    assert decisions(second) == {1: "reuse", 2: "reuse", 3: "compute"}
+    middle = action(await system.workflow(second["id"]), 2)
+    assert middle["state"] == "FOLLOWING" and middle["reason"] == "in_flight"
+    assert middle["follows"] == f"{first['id']}.2"
+    assert action(await system.workflow(second["id"]), 1)["state"] == "SKIPPED"  # it only fed a follower
+    assert action(await system.workflow(second["id"]), 3)["state"] == "WAITING"  # waits for what it follows
+    a, b = await asyncio.gather(system.wait(first["id"]), system.wait(second["id"]))
+    assert a["state"] == b["state"] == "SUCCEEDED"
+    assert action(b, 2)["state"] == "REUSED"
+    assert runs(log, "late-ingest") == 1 and runs(log, "late-features") == 1
+
+
+async def test_one_workflow_with_two_identical_branches_computes_the_branch_once(system: Api, tmp_path: Path) -> None:
+    log = tmp_path / "exec.log"
+    body = {
+        "name": "twins",
+        "actions": [
+            logged(log, "twin-root", 0.0, 1),
+            logged(log, "twin-branch", 0.5, 2, [1]),
+            logged(log, "twin-branch", 0.5, 3, [1]),
+            logged(log, "twin-join", 0.0, 4, [2, 3]),
+        ],
+    }
+    plan = await system.submit(body)
+    reasons = {a["localId"]: a["reason"] for a in plan["actions"]}
+    assert sorted([reasons[2], reasons[3]]) == ["in_flight", "not_stored"]
+    wf = await system.wait(plan["id"])
+    assert wf["state"] == "SUCCEEDED"
+    assert runs(log, "twin-branch") == 1
+    assert {action(wf, 2)["state"], action(wf, 3)["state"]} == {"FINISHED", "REUSED"}
+    assert runs(log, "twin-join") == 1
+
+
+async def test_a_producer_that_fails_once_is_taken_over_by_exactly_one_follower(system: Api, tmp_path: Path) -> None:
+    log, marker = tmp_path / "exec.log", tmp_path / "failed-once"
+    first = await system.submit(sweep_member(log, "flaky", 0, SYNTH_FAIL_ONCE=str(marker)))
+    await running(system, first["id"], 1)
+    others = [await system.submit(sweep_member(log, "flaky", i, SYNTH_FAIL_ONCE=str(marker))) for i in (1, 2, 3)]
+    assert all(action(o, 2)["reason"] == "in_flight" for o in others)
+    done = await asyncio.gather(*(system.wait(w["id"]) for w in (first, *others)))
+    assert done[0]["state"] == "FAILED"
+    assert action(done[0], 1)["reason"] == "action_failed"
+    assert [w["state"] for w in done[1:]] == ["SUCCEEDED"] * 3
+    assert failed_runs(log, "flaky-ingest") == 1 and runs(log, "flaky-ingest") == 1
+    assert runs(log, "flaky-features") == 1
+    # Exactly one follower took the computation over; the others reused its output.
+    successors = [w for w in done[1:] if action(w, 2)["reason"] == "takeover"]
+    assert len(successors) == 1
+    assert action(successors[0], 2)["takeoverOf"] == f"{first['id']}.2"
+    assert action(successors[0], 1)["state"] == "FINISHED"  # its skipped input was computed again for it
+    assert sorted(action(w, 2)["state"] for w in done[1:]) == ["FINISHED", "REUSED", "REUSED"]
+
+
+async def test_followers_fail_with_the_computation_past_the_takeover_limit(system: Api, tmp_path: Path) -> None:
+    """A computation that itself fails is not retried forever by its followers."""
+    log = tmp_path / "exec.log"
+    root = logged(log, "broken-root", 1.5, 1, SYNTH_FAIL="always")
+    bodies = [{"name": "broken", "actions": [root, logged(log, f"broken-child-{i}", 0.0, 2, [1])]} for i in range(3)]
+    first = await system.submit(bodies[0])
+    await running(system, first["id"], 1)
+    followers = [await system.submit(b) for b in bodies[1:]]
+    assert all(action(f, 1)["reason"] == "in_flight" for f in followers)
+    done = [await system.wait(w["id"]) for w in (first, *followers)]
+    assert [w["state"] for w in done] == ["FAILED"] * 3
+    reasons = sorted(action(w, 1)["reason"] for w in done)
+    # The first attempt failed, one follower tried again (the limit is 1) and failed, the last gave up.
+    assert reasons == ["action_failed", "action_failed", "upstream_failed"], reasons
+    assert failed_runs(log, "broken-root") == 2
+    upstream = next(w for w in done if action(w, 1)["reason"] == "upstream_failed")
+    assert "failed in" in action(upstream, 1)["error"]
+
+
+async def test_killing_the_producers_workflow_leaves_its_job_running_for_the_followers(
+    system: Api, tmp_path: Path
+) -> None:
+    log = tmp_path / "exec.log"
+    first, others = await producer_and_followers(system, sweep_member, log, "handed", 2.0)
+    await kill(system, first["id"])
+    killed, *rest = await asyncio.gather(*(system.wait(w["id"]) for w in (first, *others)))
+    assert killed["state"] == "KILLED"
+    assert [w["state"] for w in rest] == ["SUCCEEDED", "SUCCEEDED"]
+    assert runs(log, "handed-ingest") == 1  # the job ran on for the others: not computed again
+    assert runs(log, "handed-features") == 1
+    adopter = [w for w in rest if action(w, 2)["reason"] == "takeover"]
+    assert len(adopter) == 1
+    root_of = {w["id"]: action(w, 1) for w in rest}
+    assert sorted(a["state"] for a in root_of.values()) == ["FINISHED", "SKIPPED"]  # one adopted the job
+    assert action(killed, 1)["state"] == "KILLED"
+
+
+async def test_killing_every_workflow_that_needs_a_job_kills_it_and_releases_its_claims(
+    system: Api, tmp_path: Path
+) -> None:
+    log = tmp_path / "exec.log"
+    first, others = await producer_and_followers(system, sweep_member, log, "nobody", 3.0)
+    for w in (first, *others):
+        await kill(system, w["id"])
+    done = await asyncio.gather(*(system.wait(w["id"]) for w in (first, *others)))
+    assert [w["state"] for w in done] == ["KILLED"] * 3
+    await asyncio.sleep(3.5)  # the root would have finished by now had it not been killed
+    assert runs(log, "nobody-ingest") == 0
+    for local_id in (1, 2):
+        d = await system.db.datasets.find_one({"_id": action(done[0], local_id)["hash"]})
+        assert d["claims"] == [] and d["producers"] == [], d
+        assert d["state"] == "DELETED"
+
+
+async def test_a_successor_whose_workflow_is_killed_as_it_takes_over_leaves_nothing_waiting_or_claimed(
+    system: Api, tmp_path: Path
+) -> None:
+    """The race of a kill with a takeover: a follower elected successor just before its
+    own workflow's kill re-plans its inputs after the bulk kill passed, so its skipped
+    root starts following the producer's root. That root must still end when the
+    producer's does, and nothing the takeover claimed may stay claimed."""
+    log = tmp_path / "exec.log"
+    first, (late,) = await producer_and_followers(system, sweep_member, log, "stale", 4.0, followers=1)
+    store = system.ctx.store
+    elected = await acts.get(store, action(late, 2)["id"])  # as the election read it
+    producer = await acts.get(store, action(first, 2)["id"])
+    assert elected["state"] == "FOLLOWING" and elected["follows"] == producer["_id"]
+    await kill(system, late["id"])
+    assert (await system.wait(late["id"]))["state"] == "KILLED"
+
+    following = system.ctx.outcomes("test").following
+    assert not await following.take_over(elected, producer, "killed", job_alive=False)
+    root = await acts.get(store, action(late, 1)["id"])
+    assert root["state"] == "FOLLOWING" and root["follows"] == action(first, 1)["id"]  # re-planned after the kill
+
+    await kill(system, first["id"])
+    assert (await system.wait(first["id"]))["state"] == "KILLED"
+    deadline = time.time() + 15
+    while (root := await acts.get(store, root["_id"]))["state"] == "FOLLOWING":
+        assert time.time() < deadline, "the re-planned root still follows a producer that ended"
+        await asyncio.sleep(0.1)
+    assert root["state"] == "KILLED"
+    for local_id in (1, 2):
+        d = await system.db.datasets.find_one({"_id": action(first, local_id)["hash"]})
+        assert d["claims"] == [] and d["producers"] == [] and d["state"] == "DELETED", d
+    assert runs(log, "stale-ingest") == 0
+
+
+async def test_an_input_deleted_after_planning_is_computed_again_and_the_workflow_heals(
+    system: Api, tmp_path: Path
+) -> None:
+    log = tmp_path / "exec.log"
+    base = [logged(log, "heal-a", 0.0, 1), logged(log, "heal-b", 0.0, 2, [1])]
+    assert (await system.run({"name": "heal", "actions": base}))["state"] == "SUCCEEDED"
+    # b is reused; c runs for 2 s, then d reads both b and c.
+    body = {
+        "name": "heal",
+        "actions": [*base, logged(log, "heal-c", 2.0, 3), logged(log, "heal-d", 0.0, 4, [2, 3])],
+    }
+    plan = await system.submit(body)
+    assert decisions(plan) == {1: "reuse", 2: "reuse", 3: "compute", 4: "compute"}
+    await running(system, plan["id"], 3)
+    b = await system.db.datasets.find_one({"_id": action(plan, 2)["hash"]})
+    shutil.rmtree(b["path"])  # gone between planning and d's start
+    wf = await system.wait(plan["id"])
+    assert wf["state"] == "SUCCEEDED", [(a["localId"], a["state"], a.get("error")) for a in wf["actions"]]
+    assert runs(log, "heal-b") == 2 and runs(log, "heal-a") == 1  # a was still there: only b again
+    assert action(wf, 2)["state"] == "FINISHED" and action(wf, 2)["reason"] == "replanned"
+    d = await system.db.datasets.find_one({"_id": action(plan, 2)["hash"]})
+    assert d["state"] == "STORED" and Path(d["path"], "part-00000").stat().st_size == 4096  # d read a whole input
+
+
+async def test_a_producer_whose_action_manager_died_is_recovered_after_its_lease_and_followers_reuse_it(
+    processes, tmp_path: Path
+) -> None:
+    """The producer is a document, not a process: SIGKILLed right after submitting the
+    shared root's job (before recording it), its action manager leaves the root SUBMITTED
+    with no job id; once the lease (PINGO_STALE_AFTER) expires the poller finds the job by
+    its external id, and the follower, which never waited on a dead process, reuses it."""
+    log = tmp_path / "exec.log"
+    processes.stop("action_manager")
+    processes.start("action_manager", tag="crashing", PINGO_FAULT_CRASH_AFTER_SUBMIT="true")
+    first = await processes.submit(sweep_member(log, "crash", 0, root_seconds=1.0))
+    async with asyncio.timeout(30):
+        while processes.procs["crashing"].poll() is None:
+            await asyncio.sleep(0.1)
+    assert processes.procs.pop("crashing").returncode == 137
+    second = await processes.submit(sweep_member(log, "crash", 1, root_seconds=1.0))
+    assert action(second, 2)["reason"] == "in_flight"
+    processes.start("action_manager", tag="survivor")
+    a, b = await asyncio.gather(processes.wait(first["id"], 90), processes.wait(second["id"], 90))
+    assert a["state"] == b["state"] == "SUCCEEDED"
+    assert action(b, 2)["state"] == "REUSED"
+    assert runs(log, "crash-ingest") == 1 and runs(log, "crash-features") == 1
+    assert action(a, 1)["attempts"] == 1  # the job was found again, not submitted twice
