@@ -2,10 +2,13 @@
 long a kill of the largest takes to be applied.
 
 Starts ``pingo dev`` (embedded defaults; no submitter, so nothing runs) on a fresh data
-directory and POSTs chains of no-op actions, the largest one as big as the body limit
-allows. Prints, per size: the time until the 201, and per action.
+directory, or with ``--processes`` the five services as separate processes over RabbitMQ
+(benchmarks/peers.py), and POSTs workflows of no-op actions, the largest one as big as
+the body limit allows: chains (one action READY at once) or, with ``--shape
+independent``, actions without edges (every one READY, each announced by an event).
+Prints, per size: the time until the 201, and per action.
 
-    python benchmarks/planning.py [--sizes 100,1000,5000,max]
+    python benchmarks/planning.py [--sizes 100,1000,5000,max] [--shape chain|independent] [--processes]
 """
 
 from __future__ import annotations
@@ -16,37 +19,46 @@ import sys
 import time
 
 from devserver import call, dev_server
+from peers import processes_server
 
 BODY_LIMIT = 1_048_576  # PINGO_MAX_BODY_BYTES's default
 
 
-def chain(n: int, tag: str) -> bytes:
+def workflow(n: int, tag: str, edges: bool = True) -> bytes:
     actions = [
-        {"id": i, "name": "s", "type": "SHELL", "command": ["true", tag], **({"parentActions": [i - 1]} if i else {})}
+        {
+            "id": i, "name": "s" if edges else f"s{i}", "type": "SHELL", "command": ["true", tag],
+            **({"parentActions": [i - 1]} if i and edges else {}),
+        }
         for i in range(n)
-    ]
-    return json.dumps({"name": f"chain-{n}", "actions": actions}, separators=(",", ":")).encode()
+    ]  # fmt: skip
+    return json.dumps({"name": f"planning-{n}", "actions": actions}, separators=(",", ":")).encode()
 
 
-def largest(tag: str) -> int:
+def largest(tag: str, edges: bool) -> int:
     lo, hi = 1, 100_000
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if len(chain(mid, tag)) <= BODY_LIMIT else (lo, mid - 1)
+        lo, hi = (mid, hi) if len(workflow(mid, tag, edges)) <= BODY_LIMIT else (lo, mid - 1)
     return lo
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100,1000,5000,max")
+    ap.add_argument("--shape", choices=("chain", "independent"), default="chain")
+    ap.add_argument("--processes", action="store_true", help="the services as separate processes over RabbitMQ")
+    ap.add_argument("--amqp-url", default="amqp://guest:guest@127.0.0.1:5672/")
     args = ap.parse_args()
-    with dev_server(SUBMITTERS="0") as (base, _):
+    edges = args.shape == "chain"
+    server = processes_server(args.amqp_url, SUBMITTERS="0") if args.processes else dev_server(SUBMITTERS="0")
+    with server as (base, _):
         tag = f"{time.time():.0f}"
-        sizes = [largest(tag) if s == "max" else int(s) for s in args.sizes.split(",")]
+        sizes = [largest(tag, edges) if s == "max" else int(s) for s in args.sizes.split(",")]
         print(f"{'actions':>8} {'body KB':>8} {'submit s':>9} {'ms/action':>10}")
         last = None
         for n in sizes:
-            body = chain(n, tag)
+            body = workflow(n, tag, edges)
             t = time.perf_counter()
             status, out = call(f"{base}/api/v1/workflows", body)
             took = time.perf_counter() - t

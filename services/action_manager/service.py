@@ -41,6 +41,8 @@ class ActionManager:
         self.outcomes = ctx.outcomes(self.name)
         self.mover = self.outcomes.mover
         self.tasks: list[asyncio.Task] = []
+        # The last scrape found more READY actions than the queue had room for.
+        self.backlog = False
 
     async def start(self) -> None:
         self.tasks.append(asyncio.create_task(forever("action scraper", self.scrape, self.ticker)))
@@ -62,11 +64,14 @@ class ActionManager:
         """Claim up to the queue's free room; True when a full batch was claimed (more may wait)."""
         room = self.queue.maxsize - self.queue.qsize()
         if room <= 0:
+            self.backlog = True
             return False
         claimed = await self.claim(room)
         for action in claimed:
             await self.queue.put(action)
-        return len(claimed) >= room
+        # More may be READY than the queue holds: the submitters call for more as they empty it.
+        self.backlog = len(claimed) >= room
+        return self.backlog
 
     async def claim(self, limit: int) -> list[ActionDoc]:
         stale = time.time() - self.settings.stale_after
@@ -91,6 +96,9 @@ class ActionManager:
     async def submitter(self) -> None:
         while True:
             action = await self.queue.get()
+            if self.backlog and self.queue.qsize() <= self.queue.maxsize // 2:
+                self.backlog = False
+                self.ticker.poke()
             try:
                 await self.submit(action)
             except asyncio.CancelledError:

@@ -1,13 +1,16 @@
-"""Local executor: each action is a subprocess, run by a detached supervisor
-(``local_job``) whose job folder under ``jobs_dir`` is the job's record. Any process that
-sees the folder (the callback poller, a kill request; on Kubernetes, other pods on the
-same volume) reads the status from it, judges liveness by the supervisor's heartbeat file
-and asks for a kill with a ``kill`` file: no process id is used across processes.
+"""Local executor: each action is a subprocess, run by this host's long-lived job runner
+(``local_runner``; docs/architecture.md, "The local job runner") whose job folder under
+``jobs_dir`` is the job's record. Any process that sees the folder (the callback poller,
+a kill request; on Kubernetes, other pods on the same volume) reads the status from it,
+judges liveness by the heartbeat file the runner touches and asks for a kill with a
+``kill`` file: no process id is used across processes. If no runner can be reached, the
+job gets a detached supervisor process of its own (``local_job``), with the same folder
+protocol.
 
 The jobs folder and everything in it is private to Pingo's user (0700 folders, 0600
 files). The notification URL, which holds the action's callback secret, is never written
-there: the supervisor gets it over its stdin. See README "What the local executor does
-not isolate" for what a job can still reach."""
+there: the runner gets it over its private socket (a supervisor, over its stdin). See
+README "What the local executor does not isolate" for what a job can still reach."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from shared.executors import local_runner
 from shared.executors.base import JobRequest, JobState, JobStatus
 from shared.storage.names import path_name
 from shared.workflow_spec import ActionType
@@ -28,6 +32,11 @@ log = logging.getLogger(__name__)
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 # A supervisor that has not touched its heartbeat for this long is gone (it beats every second).
 HEARTBEAT_TIMEOUT = 15.0
+# How long a submission tries to reach this host's job runner (starting one) before the
+# job gets a supervisor process of its own, and how long a runner just started is given
+# before another is started (the first may have found one stopping).
+RUNNER_WAIT = 10.0
+RUNNER_RESTART = 1.0
 
 
 def job_name(external_id: str) -> str:
@@ -113,6 +122,61 @@ class LocalExecutor:
         job_dir = self.jobs_dir / job_id
         if not await asyncio.to_thread(self._write_request, job, job_dir):
             return job_id  # submitted before (a retried submit): the same job
+        if await self._hand_to_runner(job_id, job.notify_url):
+            return job_id
+        log.warning("the local job runner could not be reached; %s gets a supervisor of its own", job_id)
+        await self._supervise(job_id, job_dir, job.notify_url)
+        return job_id
+
+    async def _hand_to_runner(self, job_id: str, notify_url: str) -> bool:
+        """Give the job to this host's runner, starting one if none answers."""
+        sock, _, _ = await asyncio.to_thread(local_runner.address, self.jobs_dir)
+        message = json.dumps({"job": job_id, "notify": notify_url}).encode() + b"\n"
+        deadline = time.monotonic() + RUNNER_WAIT
+        started_at = 0.0
+        while time.monotonic() < deadline:
+            try:
+                reader, writer = await asyncio.open_unix_connection(str(sock))
+            except (FileNotFoundError, ConnectionRefusedError):
+                if time.monotonic() - started_at > RUNNER_RESTART:  # none, or one that is stopping
+                    await self._start_runner()
+                    started_at = time.monotonic()
+                await asyncio.sleep(0.02)
+                continue
+            try:
+                writer.write(message)
+                await writer.drain()
+                reply = await asyncio.wait_for(reader.readline(), RUNNER_WAIT)
+            except (ConnectionError, TimeoutError):
+                continue  # it stopped as we spoke: the job is not known to it, so ask again
+            finally:
+                writer.close()
+            if reply.startswith(b"ok"):
+                return True
+            log.error("the local job runner refused %s: %s", job_id, reply.decode(errors="replace").strip())
+            return False
+        return False
+
+    async def _start_runner(self) -> None:
+        _, _, log_path = await asyncio.to_thread(local_runner.address, self.jobs_dir)
+        err = await asyncio.to_thread(os.open, log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "shared.executors.local_runner", str(self.jobs_dir),
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=err,
+                start_new_session=True, cwd=PROJECT_ROOT, env=_without_settings(),
+            )  # fmt: skip
+        finally:
+            os.close(err)
+        self._reap(proc)
+
+    def _reap(self, proc: asyncio.subprocess.Process) -> None:
+        task = asyncio.create_task(proc.wait())  # reaps it, so it leaves no zombie
+        self._reapers.add(task)
+        task.add_done_callback(self._reapers.discard)
+
+    async def _supervise(self, job_id: str, job_dir: Path, notify_url: str) -> None:
+        """A supervisor process of its own for one job: the fallback when no runner answers."""
         err = await asyncio.to_thread(_open_private, job_dir / "supervisor.log")
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -124,16 +188,13 @@ class LocalExecutor:
             os.close(err)
         assert proc.stdin is not None
         try:
-            proc.stdin.write(job.notify_url.encode("utf-8", "replace") + b"\n")
+            proc.stdin.write(notify_url.encode("utf-8", "replace") + b"\n")
             await proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the supervisor is gone already; its job reads as failed when its heartbeat is missed
         finally:
             proc.stdin.close()
-        task = asyncio.create_task(proc.wait())  # reaps it, so it leaves no zombie
-        self._reapers.add(task)
-        task.add_done_callback(self._reapers.discard)
-        return job_id
+        self._reap(proc)
 
     async def find(self, external_id: str) -> str | None:
         return await asyncio.to_thread(self._find, external_id)
@@ -174,7 +235,7 @@ class LocalExecutor:
                 if state in (JobState.PREP, JobState.RUNNING):
                     return JobStatus(
                         state=JobState.FAILED, started_at=st.get("started_at"),
-                        error=f"the local job supervisor stopped (no heartbeat for {age:.0f}s)",
+                        error=f"the local job runner stopped (no heartbeat for {age:.0f}s)",
                     )  # fmt: skip
         return JobStatus(
             state=state, error=st.get("error"), started_at=st.get("started_at"), ended_at=st.get("ended_at")

@@ -50,6 +50,8 @@ def _open_batch() -> set[str] | None:
 
 
 COLLECTIONS = {"action": "actions", "dataset": "datasets", "workflow": "workflows"}
+# Events published at once by one move of many documents (each waits for its broker confirm).
+PUBLISH_CONCURRENCY = 64
 TABLES = {"action": ACTION_TRANSITIONS, "dataset": DATASET_TRANSITIONS, "workflow": WORKFLOW_TRANSITIONS}
 
 
@@ -138,11 +140,18 @@ class Mover:
                 for wf_id, delta in by_workflow.items():
                     await wfs.count_open(self.store, wf_id, delta, now)
             await self._count(effect, docs)
-            for d in docs:
-                for event_type, payload in effect.events:
-                    body = payload(d)
-                    if body is not None:
-                        await self.publish(event_type, entity, d, **body)
+            events = [
+                (event_type, d, body)
+                for d in docs
+                for event_type, payload in effect.events
+                if (body := payload(d)) is not None
+            ]
+            # Many at once (a submission makes hundreds of actions READY): each publish
+            # waits for its broker confirm, so they go out together, not one confirm apart.
+            for i in range(0, len(events), PUBLISH_CONCURRENCY):
+                await asyncio.gather(
+                    *(self.publish(t, entity, d, **body) for t, d, body in events[i : i + PUBLISH_CONCURRENCY])
+                )
             if effect.settle:
                 for wf_id in dict.fromkeys(d["workflow_id"] for d in docs):
                     await self.settle(wf_id)

@@ -96,3 +96,25 @@ def rabbit_node(tmp_path_factory: pytest.TempPathFactory):
     node.start()
     yield node
     node.stop(kill=True)
+
+
+@pytest.fixture
+async def notifications():
+    """A real HTTP endpoint standing in for the callback service: the notifications it got."""
+    from aiohttp import web
+
+    got: list[dict[str, str]] = []
+
+    async def record(request: web.Request) -> web.Response:
+        got.append(dict(request.query))
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_get("/callback/{action_id}", record)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}/callback/a?secret=s3cret&jobId=$jobId&status=$status", got
+    await runner.cleanup()

@@ -1,0 +1,181 @@
+"""Does Pingo stay as fast when its store holds a long history? The same measures on an
+empty store and on one that already holds ``--history`` actions (default 100 000).
+
+On one ``pingo dev`` server (embedded nx-27017, local executor), it measures:
+
+1. the chain hop (a chain of ``--chain`` no-op actions; child start minus parent end,
+   read as in benchmarks/peers.py: the birth time of each output folder);
+2. throughput: ``--independent`` no-op actions at once, jobs per second;
+3. idle CPU: the server's processes (the dev process, its embedded store, the job
+   runner) over ``--idle`` seconds with nothing to do, as a share of one core.
+
+Then it writes the history straight into the store: copies of a finished 100-action
+workflow (ten chains of ten), each copy with its own workflow, action and dataset ids
+and lineage hashes, its datasets DELETED, as an installation's old runs are. Then the
+same three measures again, and the ratios (goal: hop and throughput within 1.25x, idle
+under 2 % of a core).
+
+    .venv/bin/python benchmarks/history.py [--history 100000] [--chain 50] [--independent 500] [--idle 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from devserver import dev_server
+from peers import birth_times, hop_figures, hops, noop, run_workflow
+from pymongo import MongoClient
+
+from shared.store.embedded import EmbeddedMongo
+
+TEMPLATE_CHAINS, TEMPLATE_LENGTH = 10, 10
+INSERT_BATCH = 5000
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def server_pids(port: int, data: Path) -> list[int]:
+    """The processes of the server: found by its port or its data directory on their command line."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if f"--port {port}" in cmdline or str(data) in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICKS
+
+
+def measure(base: str, data: Path, chain_n: int, indep_n: int, idle: float, label: str) -> dict[str, float]:
+    tag = uuid.uuid4().hex[:8]
+    actions = [noop(f"hop-{tag}", i, i - 1 if i else None) for i in range(chain_n)]
+    _, wf = run_workflow(base, data, f"chain-{tag}", actions, f"{label}: chain")
+    by = {a["localId"]: a for a in wf["actions"]}
+    median, p90, p99 = hop_figures(hops(birth_times([Path(by[i]["outputPath"]) for i in range(chain_n)])))
+    actions = [noop(f"noop-{tag}", i) for i in range(indep_n)]
+    wall, _ = run_workflow(base, data, f"independent-{tag}", actions, f"{label}: independent")
+    time.sleep(3.0)  # the last events and sweeps of the runs above
+    port = int(base.rsplit(":", 1)[1])
+    pids = server_pids(port, data)
+    say(f"{label}: idle for {idle:.0f} s ({len(pids)} processes)")
+    before, t0 = cpu_seconds(pids), time.monotonic()
+    time.sleep(idle)
+    busy = (cpu_seconds(pids) - before) / (time.monotonic() - t0)
+    return {"hop_median": median, "hop_p90": p90, "hop_p99": p99, "per_second": indep_n / wall, "idle_cpu": busy}
+
+
+def template(db: Any) -> tuple[dict, list[dict], list[dict]]:
+    wf = db.workflows.find_one({"name": {"$regex": "^template-"}})
+    actions = list(db.actions.find({"workflow_id": wf["_id"]}))
+    datasets = list(db.datasets.find({"_id": {"$in": [a["hash"] for a in actions]}}))
+    return wf, actions, datasets
+
+
+def seed(url: str, n: int) -> int:
+    """Copies of the template workflow until ``n`` actions are stored; returns how many were added."""
+    client = MongoClient(url)
+    db = client["pingo"]
+    wf, actions, datasets = template(db)
+    copies = max(1, n // len(actions))
+    t0 = time.time()
+    batch: dict[str, list[dict]] = {"workflows": [], "actions": [], "datasets": []}
+
+    def flush() -> None:
+        for name, docs in batch.items():
+            if docs:
+                db[name].insert_many(docs, ordered=False)
+                docs.clear()
+
+    old_wf = wf["_id"]
+    for c in range(copies):
+        new_wf = f"wf-h{c:07d}"
+
+        def aid(old: str, new_wf: str = new_wf) -> str:
+            return new_wf + old[len(old_wf) :]
+
+        def digest(old: str, c: int = c) -> str:
+            return hashlib.sha256(f"{c}:{old}".encode()).hexdigest()
+
+        batch["workflows"].append({**wf, "_id": new_wf, "name": f"history-{c}"})
+        for a in actions:
+            batch["actions"].append({
+                **a, "_id": aid(a["_id"]), "workflow_id": new_wf, "hash": digest(a["hash"]),
+                "parents": [aid(p) for p in a.get("parents", [])], "children": [aid(x) for x in a.get("children", [])],
+                "claims": [], "followers": [],
+            })  # fmt: skip
+        for d in datasets:
+            batch["datasets"].append({
+                **d, "_id": digest(d["_id"]), "hash": digest(d["_id"]), "state": "DELETED", "claims": [],
+                "producers": [],
+            })  # fmt: skip
+        if len(batch["actions"]) >= INSERT_BATCH:
+            flush()
+            done = (c + 1) * len(actions)
+            print(f"\rseeding: {done}/{copies * len(actions)} actions, {time.time() - t0:5.1f} s",
+                  end="", file=sys.stderr, flush=True)  # fmt: skip
+    flush()
+    print(file=sys.stderr)
+    client.close()
+    return copies * len(actions)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--history", type=int, default=100_000, help="actions stored before the second measure")
+    ap.add_argument("--chain", type=int, default=50)
+    ap.add_argument("--independent", type=int, default=500)
+    ap.add_argument("--idle", type=float, default=20.0, help="seconds of idle CPU measured")
+    args = ap.parse_args()
+    with dev_server() as (base, data):
+        tag = uuid.uuid4().hex[:8]
+        shape = [
+            noop(f"tpl-{tag}", c * TEMPLATE_LENGTH + i, c * TEMPLATE_LENGTH + i - 1 if i else None)
+            for c in range(TEMPLATE_CHAINS)
+            for i in range(TEMPLATE_LENGTH)
+        ]
+        run_workflow(base, data, f"template-{tag}", shape, "template workflow")
+        empty = measure(base, data, args.chain, args.independent, args.idle, "empty store")
+        added = seed(EmbeddedMongo(data).url, args.history)
+        say(f"seeded {added} actions")
+        full = measure(base, data, args.chain, args.independent, args.idle, f"{added} actions stored")
+    rows = [
+        ("chain hop, median (ms)", "hop_median", 1000),
+        ("chain hop, p90 (ms)", "hop_p90", 1000),
+        ("chain hop, p99 (ms)", "hop_p99", 1000),
+        (f"{args.independent} independent, jobs/s", "per_second", 1),
+        ("idle CPU, % of a core", "idle_cpu", 100),
+    ]
+    print(f"| measure | empty store | {added} actions stored | ratio |")
+    print("|---|---|---|---|")
+    for label, key, scale in rows:
+        ratio = full[key] / empty[key] if empty[key] else float("nan")
+        print(f"| {label} | {empty[key] * scale:.1f} | {full[key] * scale:.1f} | {ratio:.2f} |")
+    print(f"(one run each; {os.cpu_count()} cores)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,337 @@
+"""The job runner of one host: ``python -m shared.executors.local_runner JOBS_DIR``.
+
+One long-lived process runs every local job of a jobs folder on this host, instead of a
+new Python interpreter per job (docs/architecture.md, "The local job runner"). It
+keeps the job folder protocol of the per-job supervisor (``local_job``) unchanged, so
+every reader (the poller, a kill request, another pod on the same volume) is the same:
+``status.json`` written atomically at each step, ``heartbeat`` touched every second while
+the job waits or runs, a ``kill`` file asks it to stop, slots are flocks on the shared
+slot files, and the notification URL is called at the end, as Oozie would.
+
+It is started detached (its own session) by the first executor that finds none
+answering, so it outlives the action manager that started it, and it exits after it
+has had no job for ``IDLE_EXIT`` seconds. One runner per jobs folder and host: it holds
+a lock beside its socket, in a folder private to its user under the host's temporary
+folder (a Unix socket's path must be short, and must not sit on a shared volume).
+
+The executor hands a job over by its folder's name and notification URL, one JSON line
+on the socket; the URL carries the callback secret, so it is kept in memory only. A
+job is started with fork/exec (argv, never a shell), its output in the job folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from shared.executors.local_job import HEARTBEAT_EVERY, KILL_GRACE, beat, notify, write_status
+
+# A runner with no job for this long exits (the next submission starts another).
+IDLE_EXIT = 30.0
+# How often a running job's kill file is looked for, and a queued job's.
+KILL_CHECK = 0.1
+QUEUED_KILL_CHECK = 0.5
+# How often a queued job tries for a slot held by another process (a job of this
+# runner ending frees one at once).
+SLOT_RETRY = 0.05
+# How long one request line may take to arrive.
+REQUEST_WAIT = 10.0
+
+
+def runtime_dir() -> Path:
+    """The folder of this user's runners' sockets and locks: private, and checked to be."""
+    path = Path(tempfile.gettempdir()) / f"pingo-runner-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    st = path.lstat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o077 or not path.is_dir() or path.is_symlink():
+        raise PermissionError(f"{path} is not a folder private to this user")
+    return path
+
+
+def address(jobs_dir: Path) -> tuple[Path, Path, Path]:
+    """The runner's socket, lock and log for ``jobs_dir`` on this host."""
+    digest = hashlib.sha256(str(jobs_dir.resolve()).encode()).hexdigest()[:20]
+    base = runtime_dir()
+    return base / f"{digest}.sock", base / f"{digest}.lock", base / f"{digest}.log"
+
+
+@dataclass
+class Job:
+    dir: Path
+    notify_url: str
+    request: dict[str, Any]
+    proc: asyncio.subprocess.Process | None = None
+    slot: IO[str] | None = None
+    killed_at: float | None = None
+    # Why the runner itself stopped the job, if it did (its end is FAILED with this).
+    stopped_because: str | None = None
+    started: float = field(default_factory=time.time)
+
+
+class Runner:
+    def __init__(self, jobs_dir: Path, job_umask: int) -> None:
+        self.jobs_dir = jobs_dir
+        self.job_umask = job_umask
+        self.jobs: dict[str, Job] = {}
+        self.queue: deque[Job] = deque()
+        self.wake = asyncio.Event()
+        self.idle_since = time.monotonic()
+        self.connections = 0
+        self.tasks: set[asyncio.Task] = set()
+
+    def spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # -- taking jobs ---------------------------------------------------------------
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            line = await asyncio.wait_for(reader.readline(), REQUEST_WAIT)
+            reply = self.accept(json.loads(line))
+        except Exception as exc:  # a malformed request is refused; the runner goes on
+            reply = f"error {type(exc).__name__}: {exc}"
+        finally:
+            self.connections -= 1
+            self.idle_since = time.monotonic()
+        with contextlib.suppress(ConnectionError):
+            writer.write(reply.encode() + b"\n")
+            await writer.drain()
+            writer.close()
+
+    def accept(self, message: dict[str, Any]) -> str:
+        name = str(message["job"])
+        if name != Path(name).name or name.startswith("."):
+            return f"error not a job name: {name!r}"
+        job_dir = self.jobs_dir / name
+        if name in self.jobs or (job_dir / "status.json").exists():
+            return "ok"  # handed over twice, or run already: the same job
+        job = Job(job_dir, str(message.get("notify") or ""), {})
+        self.jobs[name] = job
+        try:
+            beat(job_dir)
+            write_status(job_dir, state="PREP", submitted_at=time.time(), runner=os.getpid())
+            job.request = json.loads((job_dir / "request.json").read_text())
+            int(job.request["slots"])
+        except Exception as exc:
+            self.finish(job, "FAILED", f"the local job runner could not read the job: {type(exc).__name__}: {exc}")
+            return "ok"
+        self.queue.append(job)
+        self.wake.set()
+        return "ok"
+
+    # -- slots and starting ----------------------------------------------------------
+
+    def take_slot(self, request: dict[str, Any]) -> IO[str] | None:
+        slots_dir = Path(request["slots_dir"])
+        slots_dir.mkdir(parents=True, exist_ok=True)
+        for i in range(int(request["slots"])):
+            f = open(slots_dir / f"slot-{i}", "a+")  # held while the job runs
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return f
+            except BlockingIOError:
+                f.close()
+        return None
+
+    async def dispatch(self) -> None:
+        """Start queued jobs, oldest first, as slots free up."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), SLOT_RETRY if self.queue else None)
+            self.wake.clear()
+            while self.queue:
+                job = self.queue[0]
+                if (job.dir / "kill").exists():
+                    self.queue.popleft()
+                    self.finish(job, "KILLED", "killed before it started")
+                    continue
+                slot = self.take_slot(job.request)
+                if slot is None:
+                    break
+                self.queue.popleft()
+                job.slot = slot
+                try:
+                    await self.start(job)
+                except Exception as exc:  # the runner's own fault: this job fails, the others go on
+                    traceback.print_exc()
+                    self.finish(job, "FAILED", f"the local job runner failed: {type(exc).__name__}: {exc}")
+
+    async def start(self, job: Job) -> None:
+        argv = job.request["argv"]
+        started = time.time()
+        out, err = output_files(job.dir)
+        try:
+            job.proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=job.request["cwd"], env=job.request["env"], stdout=out, stderr=err,
+                stdin=asyncio.subprocess.DEVNULL, umask=self.job_umask,
+            )  # fmt: skip
+        except Exception as exc:  # OSError, and ValueError for a NUL or an "=" the OS cannot take
+            program = repr(argv[0]) if argv else "an empty command"
+            self.finish(job, "FAILED", f"could not start {program}: {exc}", started_at=started)
+            return
+        finally:
+            os.close(out)
+            os.close(err)
+        write_status(job.dir, state="RUNNING", pid=job.proc.pid, started_at=started)
+        self.spawn(self.wait(job))
+
+    async def wait(self, job: Job) -> None:
+        assert job.proc is not None
+        rc = await job.proc.wait()
+        if job.stopped_because is not None:
+            state, error = "FAILED", job.stopped_because
+        elif job.killed_at is not None:
+            state, error = "KILLED", "killed on request"
+        elif rc == 0:
+            state, error = "SUCCEEDED", None
+        else:
+            tail = (job.dir / "stderr.log").read_bytes()[-2000:].decode(errors="replace").strip()
+            state, error = "FAILED", f"exit code {rc}" + (f": {tail}" if tail else "")
+        self.finish(job, state, error, exit_code=rc)
+
+    def finish(self, job: Job, state: str, error: str | None, **fields: object) -> None:
+        try:
+            write_status(job.dir, state=state, ended_at=time.time(), error=error, **fields)
+        finally:
+            if job.slot is not None:
+                job.slot.close()
+                job.slot = None
+                self.wake.set()  # a queued job may take the slot
+            self.jobs.pop(job.dir.name, None)
+            self.idle_since = time.monotonic()
+        if job.notify_url:  # urllib, three tries: off the loop
+            self.spawn(asyncio.to_thread(notify, job.notify_url, job.dir.name, state))
+
+    # -- watching --------------------------------------------------------------------
+
+    async def watch_kills(self) -> None:
+        last_queued = 0.0
+        while True:
+            await asyncio.sleep(KILL_CHECK)
+            now = time.time()
+            for job in list(self.jobs.values()):
+                if job.proc is None or job.proc.returncode is not None:
+                    continue
+                if job.killed_at is None and (job.dir / "kill").exists():
+                    job.killed_at = now
+                    with contextlib.suppress(ProcessLookupError):
+                        job.proc.terminate()
+                elif job.killed_at is not None and now - job.killed_at > KILL_GRACE:
+                    with contextlib.suppress(ProcessLookupError):
+                        job.proc.kill()
+            if now - last_queued >= QUEUED_KILL_CHECK:
+                last_queued = now
+                for job in [j for j in self.queue if (j.dir / "kill").exists()]:
+                    self.queue.remove(job)
+                    self.finish(job, "KILLED", "killed before it started")
+
+    async def heartbeat(self) -> None:
+        while True:
+            for job in list(self.jobs.values()):
+                with contextlib.suppress(OSError):
+                    beat(job.dir)
+            await asyncio.sleep(HEARTBEAT_EVERY)
+
+    async def until_idle(self) -> None:
+        while self.jobs or self.connections or time.monotonic() - self.idle_since < IDLE_EXIT:
+            await asyncio.sleep(1.0)
+
+    async def stop_all(self, failure: str | None = None) -> None:
+        """The runner itself is stopping: asked to (SIGTERM), its jobs end KILLED, as a
+        supervisor's did; because it failed (``failure``), they end FAILED with the reason."""
+        for job in list(self.jobs.values()):
+            if job.proc is not None and job.proc.returncode is None:
+                job.killed_at, job.stopped_because = time.time(), failure
+                with contextlib.suppress(ProcessLookupError):
+                    job.proc.terminate()
+        for job in list(self.queue):
+            self.finish(job, "FAILED" if failure else "KILLED", failure or "the local job runner was stopped")
+        self.queue.clear()
+        deadline = time.monotonic() + KILL_GRACE
+        while any(j.proc is not None for j in self.jobs.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        for job in list(self.jobs.values()):
+            if job.proc is not None and job.proc.returncode is None:
+                job.proc.kill()
+        await asyncio.sleep(0.2)  # their waiters write the final states
+
+
+def output_files(job_dir: Path) -> tuple[int, int]:
+    """The job's stdout and stderr files, new and private."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    return os.open(job_dir / "stdout.log", flags, 0o600), os.open(job_dir / "stderr.log", flags, 0o600)
+
+
+def take_lock(path: Path) -> IO[str] | None:
+    """The runner's lock, held for its life; None if another runner holds it."""
+    lock = open(path, "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    return lock
+
+
+async def serve(jobs_dir: Path, job_umask: int) -> int:
+    sock, lock_path, _ = address(jobs_dir)
+    lock = take_lock(lock_path)
+    if lock is None:
+        return 0  # another runner serves this jobs folder
+    runner = Runner(jobs_dir, job_umask)
+    sock.unlink(missing_ok=True)  # a dead runner's
+    server = await asyncio.start_unix_server(runner.handle, path=str(sock))
+    os.chmod(sock, 0o600)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+    workers = [asyncio.create_task(c) for c in (runner.dispatch(), runner.watch_kills(), runner.heartbeat())]
+    idle = asyncio.create_task(runner.until_idle())
+    stop = asyncio.create_task(stopping.wait())
+    await asyncio.wait([idle, stop, *workers], return_when=asyncio.FIRST_COMPLETED)
+    failure = None
+    for worker in workers:
+        if worker.done():  # a loop of its own ended: a bug; its jobs fail with the reason
+            exc = None if worker.cancelled() else worker.exception()
+            if exc is not None:
+                traceback.print_exception(exc)
+            failure = f"the local job runner failed: {type(exc).__name__}: {exc}"
+    # Stop taking jobs, then let go of the lock, so a submitter that cannot connect now
+    # starts another runner at once; slots are flocks, so the two never run too many.
+    server.close()
+    sock.unlink(missing_ok=True)
+    lock.close()
+    if stopping.is_set() or failure:
+        await runner.stop_all(failure)
+    while runner.jobs or runner.connections:  # taken in the instant before the server closed
+        await asyncio.sleep(0.1)
+    for task in [*workers, idle, stop]:
+        task.cancel()
+    if runner.tasks:  # notifications under way
+        await asyncio.wait(list(runner.tasks), timeout=5)
+    return 1 if failure else 0
+
+
+def main(jobs_dir: Path) -> int:
+    job_umask = os.umask(0o077)
+    return asyncio.run(serve(jobs_dir, job_umask))
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1])))

@@ -1,0 +1,112 @@
+"""The local job runner (docs/architecture.md, "The local job runner"): one long-lived
+process per jobs folder and host runs every job, whichever executor (action manager)
+submitted it; it outlives them, keeps the job folder protocol, and is replaced when it
+dies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from shared.executors import local
+from shared.executors.base import JobRequest, JobState
+from shared.executors.local import LocalExecutor
+from shared.executors.local_runner import address
+from tests.support.workflows import JOBS
+
+
+def synth_job(tmp_path: Path, name: str, seconds: float, notify_url: str) -> JobRequest:
+    return JobRequest(
+        action_id=f"wf-r.{name}", external_id=f"wf-r.{name}#1", type="SHELL", name=name, action_folder=str(JOBS),
+        main_class=None, command=["python3", "synth.py"], arguments=[name, str(seconds), "1", str(tmp_path / name)],
+        configuration={}, notify_url=notify_url,
+    )  # fmt: skip
+
+
+async def ended(executor: LocalExecutor, job_id: str, timeout: float = 30.0) -> JobState:
+    async with asyncio.timeout(timeout):
+        while (st := await executor.status(job_id)).state in (JobState.PREP, JobState.RUNNING):
+            await asyncio.sleep(0.05)
+    return st
+
+
+def runner_pid(jobs: Path, job_id: str) -> int:
+    return json.loads((jobs / job_id / "status.json").read_text())["runner"]
+
+
+async def test_two_action_managers_on_one_host_share_one_runner_and_every_job_notifies(
+    tmp_path: Path, notifications
+) -> None:
+    url, got = notifications
+    jobs = tmp_path / "jobs"
+    managers = [LocalExecutor(jobs, slots=4), LocalExecutor(jobs, slots=4)]
+    ids = await asyncio.gather(
+        *(managers[i % 2].submit(synth_job(tmp_path, f"j{i}", 0.2, url)) for i in range(16))
+    )  # fmt: skip
+    states = [await ended(managers[0], job_id) for job_id in ids]
+    assert all(st.state == JobState.SUCCEEDED for st in states), [st.error for st in states]
+    assert len({runner_pid(jobs, j) for j in ids}) == 1  # one runner for both managers
+    assert not any((jobs / j / "supervisor.log").exists() for j in ids)  # no supervisor of its own
+    async with asyncio.timeout(10):
+        while len(got) < 16:
+            await asyncio.sleep(0.05)
+    assert sorted(g["jobId"] for g in got) == sorted(ids) and {g["status"] for g in got} == {"SUCCEEDED"}
+    # The notification URL holds the callback secret: it was never written to a file.
+    sock, _, _ = address(jobs)
+    for folder in (jobs, sock.parent):
+        for f in folder.rglob("*"):
+            if f.is_file():
+                assert b"s3cret" not in f.read_bytes(), f
+
+
+async def test_a_queued_job_is_killed_before_it_starts_and_frees_nothing_it_did_not_hold(
+    tmp_path: Path, notifications
+) -> None:
+    url, got = notifications
+    jobs = tmp_path / "jobs"
+    executor = LocalExecutor(jobs, slots=1)
+    first = await executor.submit(synth_job(tmp_path, "long", 3.0, url))
+    queued = await executor.submit(synth_job(tmp_path, "queued", 0.1, url))
+    assert (await executor.status(queued)).state == JobState.PREP
+    await executor.kill(queued)
+    st = await ended(executor, queued, 10)
+    assert st.state == JobState.KILLED and st.error == "killed before it started"
+    assert (await executor.status(first)).state == JobState.RUNNING  # the running one goes on
+    assert (await ended(executor, first)).state == JobState.SUCCEEDED
+    assert not (tmp_path / "queued").exists()
+    async with asyncio.timeout(10):
+        while len(got) < 2:
+            await asyncio.sleep(0.05)
+    assert {(g["jobId"], g["status"]) for g in got} == {(queued, "KILLED"), (first, "SUCCEEDED")}
+
+
+async def test_a_runner_that_dies_is_replaced_and_its_jobs_read_failed(
+    tmp_path: Path, notifications, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local, "HEARTBEAT_TIMEOUT", 2.0)  # not the 15 s of production, for the test's sake
+    url, _ = notifications
+    jobs = tmp_path / "jobs"
+    executor = LocalExecutor(jobs)
+    orphan = await executor.submit(synth_job(tmp_path, "orphan", 30.0, url))
+    async with asyncio.timeout(10):
+        while (await executor.status(orphan)).state != JobState.RUNNING:
+            await asyncio.sleep(0.05)
+    dead = runner_pid(jobs, orphan)
+    job_pid = json.loads((jobs / orphan / "status.json").read_text())["pid"]
+    os.kill(dead, signal.SIGKILL)
+    try:
+        fresh = await executor.submit(synth_job(tmp_path, "fresh", 0.1, url))
+        assert (await ended(executor, fresh)).state == JobState.SUCCEEDED
+        assert runner_pid(jobs, fresh) != dead
+        st = await ended(executor, orphan, 10)
+        assert st.state == JobState.FAILED and "no heartbeat" in st.error
+    finally:
+        try:
+            os.kill(job_pid, signal.SIGKILL)  # the dead runner's job, left running
+        except ProcessLookupError:
+            pass
