@@ -165,11 +165,10 @@ class DatasetManager:
             default=time.time() - self.settings.stale_after,
         )
         live_attempts = {Path(a["attempt_path"]).name for a in in_flight if a.get("attempt_path")}
-        live = await ds.live_hashes(store)
+        old = [e for e in await self.ctx.storage.list_root() if e.mtime < horizon]
+        live = await ds.live_among(store, [e.name for e in old if not e.name.startswith(f"{ATTEMPTS_DIR}/")])
         removed = 0
-        for entry in await self.ctx.storage.list_root():
-            if entry.mtime >= horizon:
-                continue
+        for entry in old:
             if entry.name.startswith(f"{ATTEMPTS_DIR}/"):
                 if entry.name.split("/", 1)[1] in live_attempts:
                     continue
