@@ -48,7 +48,7 @@ virtual environment of their own (``--peers-venv``, default
 reused after) and run as subprocesses from it.
 
     .venv/bin/python benchmarks/peers.py [--chain 50] [--independent 500] [--runs 3]
-        [--only pingo,snakemake,luigi] [--processes [--amqp-url URL]]
+        [--only pingo,snakemake,luigi] [--processes [--action-managers N] [--amqp-url URL]]
 
 Progress goes to stderr; the table (figures and the ratios Pingo/peer) to stdout.
 """
@@ -147,6 +147,7 @@ class Outcome:
     wall: float  # seconds
     stamps: list[float]  # birth times of the outputs, in chain order (empty for the independent workload)
     api_hops: list[float] | None = None  # Pingo's chain only: hops from its API
+    runner_rss: float | None = None  # Pingo only: the most its job runner processes held at once, MB
 
 
 def say(message: str) -> None:
@@ -274,7 +275,7 @@ def run_peer(tool: str, venv: Path, chain: bool, n: int, label: str) -> Outcome:
 
 
 @contextlib.contextmanager
-def processes_server(amqp_url: str, **settings: str) -> Iterator[tuple[str, Path]]:
+def processes_server(amqp_url: str, action_managers: int = 1, **settings: str) -> Iterator[tuple[str, Path]]:
     """The five services as separate processes over RabbitMQ (as tests/support/system.py
     ``Processes`` starts them), on one embedded nx-27017 and a fresh data directory;
     ``settings`` are more ``PINGO_*`` variables (without the prefix)."""
@@ -295,7 +296,7 @@ def processes_server(amqp_url: str, **settings: str) -> Iterator[tuple[str, Path
     env.update({f"PINGO_{k}": v for k, v in settings.items()})
     procs: list[subprocess.Popen] = []
     try:
-        for name in SERVICES:
+        for name in (*SERVICES, *["action_manager"] * (action_managers - 1)):
             with open(data / f"{name}.log", "ab") as log:
                 argv = [sys.executable, "-m", f"services.{name}"]
                 procs.append(subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=log))
@@ -396,9 +397,43 @@ def run_pingo(
         ]
         chain = Outcome(wall, stamps, api_hops)
         actions = [noop(f"noop-{tag}", i) for i in range(indep_n)]
-        wall, _ = run_workflow(base, data, f"independent-{tag}", actions, f"pingo independent {run}")
+        with RssWatch(str(data / "local-jobs")) as rss:
+            wall, _ = run_workflow(base, data, f"independent-{tag}", actions, f"pingo independent {run}")
     remove(data)
-    return chain, Outcome(wall, [])
+    return chain, Outcome(wall, [], runner_rss=rss.peak_mb)
+
+
+class RssWatch:
+    """The peak total resident memory of the processes whose command line names
+    ``marker`` (Pingo's job runner for one jobs folder), sampled every 0.2 s."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker, self.peak_mb = marker, 0.0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.watch, daemon=True)
+
+    def __enter__(self) -> RssWatch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def watch(self) -> None:
+        while not self.stop.wait(0.2):
+            total = 0
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    if self.marker not in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                        continue
+                    status = (entry / "status").read_text()
+                except OSError:
+                    continue
+                total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+            self.peak_mb = max(self.peak_mb, total / 1024)
 
 
 # --- report --------------------------------------------------------------------------
@@ -445,6 +480,9 @@ def report(
                 f"Pingo's own API (startedAt - parent startedAt+seconds): hop median {fmt(m, 'ms')}, "
                 f"p90 {fmt(p90, 'ms')}, p99 {fmt(p99, 'ms')}."
             )
+        peaks = [o.runner_rss for o in indep["pingo"] if o.runner_rss is not None]
+        if peaks:
+            print(f"Pingo's job runner, resident memory during the independent workload: at most {max(peaks):.0f} MB.")
 
 
 def main() -> None:
@@ -454,6 +492,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="runs of each tool, interleaved; figures are medians")
     ap.add_argument("--only", default=",".join(TOOLS), help="tools to run, comma-separated (default all)")
     ap.add_argument("--processes", action="store_true", help="Pingo as five service processes over RabbitMQ")
+    ap.add_argument("--action-managers", type=int, default=1, help="with --processes: action manager processes")
     ap.add_argument("--amqp-url", default="amqp://guest:guest@127.0.0.1:5672/", help="broker for --processes")
     ap.add_argument("--peers-venv", type=Path, default=Path.home() / ".cache" / "pingo-bench" / "peers-venv")
     args = ap.parse_args()
@@ -473,7 +512,7 @@ def main() -> None:
                 sys.exit(f"--processes needs RabbitMQ on {host}:{port}")
 
         def server() -> contextlib.AbstractContextManager[tuple[str, Path]]:
-            return processes_server(args.amqp_url)
+            return processes_server(args.amqp_url, args.action_managers)
     else:
 
         def server() -> contextlib.AbstractContextManager[tuple[str, Path]]:
@@ -496,7 +535,11 @@ def main() -> None:
             say(f"  {tool}: hop median {fmt(m, 'ms')} p90 {fmt(p90, 'ms')} p99 {fmt(p99, 'ms')}, "
                 f"{args.independent / i.wall:.1f} jobs/s")  # fmt: skip
 
-    mode = "five processes over RabbitMQ" if args.processes else "pingo dev (one process, in-process bus)"
+    mode = (
+        f"five processes over RabbitMQ, {args.action_managers} action manager(s)"
+        if args.processes
+        else "pingo dev (one process, in-process bus)"
+    )
     peers = ", ".join(f"{k} {v}" for k, v in versions.items())
     print(f"Pingo ({mode}, local executor, {SLOTS} slots)" + (f" vs {peers}" if peers else ""))
     print(
