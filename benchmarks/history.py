@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from devserver import dev_server
-from peers import birth_times, hop_figures, hops, noop, run_workflow
+from peers import birth_times, hop_figures, hops, noop, pids_with, run_workflow
 from pymongo import MongoClient
 
 from shared.store.embedded import EmbeddedMongo
@@ -42,21 +42,6 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def server_pids(port: int, data: Path) -> list[int]:
-    """The processes of the server: found by its port or its data directory on their command line."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if f"--port {port}" in cmdline or str(data) in cmdline:
-            found.append(int(entry.name))
-    return found
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -80,7 +65,7 @@ def measure(base: str, data: Path, chain_n: int, indep_n: int, idle: float, labe
     wall, _ = run_workflow(base, data, f"independent-{tag}", actions, f"{label}: independent")
     time.sleep(3.0)  # the last events and sweeps of the runs above
     port = int(base.rsplit(":", 1)[1])
-    pids = server_pids(port, data)
+    pids = pids_with(f"--port {port}", str(data))  # the dev process, its store, the job runner
     say(f"{label}: idle for {idle:.0f} s ({len(pids)} processes)")
     before, t0 = cpu_seconds(pids), time.monotonic()
     time.sleep(idle)

@@ -403,6 +403,21 @@ def run_pingo(
     return chain, Outcome(wall, [], runner_rss=rss.peak_mb)
 
 
+def pids_with(*markers: str) -> list[int]:
+    """The processes whose command line holds any of ``markers``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(m in cmdline for m in markers):
+            found.append(int(entry.name))
+    return found
+
+
 class RssWatch:
     """The peak total resident memory of the processes whose command line names
     ``marker`` (Pingo's job runner for one jobs folder), sampled every 0.2 s."""
@@ -423,13 +438,9 @@ class RssWatch:
     def watch(self) -> None:
         while not self.stop.wait(0.2):
             total = 0
-            for entry in Path("/proc").iterdir():
-                if not entry.name.isdigit():
-                    continue
+            for pid in pids_with(self.marker):
                 try:
-                    if self.marker not in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                        continue
-                    status = (entry / "status").read_text()
+                    status = Path(f"/proc/{pid}/status").read_text()
                 except OSError:
                     continue
                 total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)

@@ -92,6 +92,12 @@ class LocalExecutor:
         except OSError as exc:
             log.warning("could not make %s private (mode 0700): %s", self.jobs_dir, exc)
         self._reapers: set[asyncio.Task] = set()
+        self._runner: tuple[Path, Path, Path] | None = None  # its socket, lock and log, found once
+
+    async def _runner_address(self) -> tuple[Path, Path, Path]:
+        if self._runner is None:
+            self._runner = await asyncio.to_thread(local_runner.address, self.jobs_dir)
+        return self._runner
 
     def argv(self, job: JobRequest) -> list[str]:
         if job.type == ActionType.COMMAND_LINE:
@@ -130,7 +136,7 @@ class LocalExecutor:
 
     async def _hand_to_runner(self, job_id: str, notify_url: str) -> bool:
         """Give the job to this host's runner, starting one if none answers."""
-        sock, _, _ = await asyncio.to_thread(local_runner.address, self.jobs_dir)
+        sock, _, _ = await self._runner_address()
         message = json.dumps({"job": job_id, "notify": notify_url}).encode() + b"\n"
         deadline = time.monotonic() + RUNNER_WAIT
         started_at = 0.0
@@ -158,7 +164,7 @@ class LocalExecutor:
         return False
 
     async def _start_runner(self) -> None:
-        _, _, log_path = await asyncio.to_thread(local_runner.address, self.jobs_dir)
+        _, _, log_path = await self._runner_address()
         err = await asyncio.to_thread(os.open, log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             proc = await asyncio.create_subprocess_exec(

@@ -34,6 +34,7 @@ import traceback
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import IO
 
 
 def write_status(job_dir: Path, **fields: object) -> None:
@@ -54,8 +55,21 @@ def beat(job_dir: Path) -> None:
     (job_dir / "heartbeat").touch()
 
 
-def acquire_slot(slots_dir: Path, slots: int, job_dir: Path):
+def try_slot(slots_dir: Path, slots: int) -> IO[str] | None:
+    """A free slot, locked (a flock on one of the ``slots`` slot files, shared by every
+    process that sees the jobs folder) and held until closed; None if all are taken."""
     slots_dir.mkdir(parents=True, exist_ok=True)
+    for i in range(slots):
+        f = open(slots_dir / f"slot-{i}", "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return f
+        except BlockingIOError:
+            f.close()
+    return None
+
+
+def acquire_slot(slots_dir: Path, slots: int, job_dir: Path):
     last = 0.0
     while True:
         if (job_dir / "kill").exists():
@@ -63,14 +77,20 @@ def acquire_slot(slots_dir: Path, slots: int, job_dir: Path):
         if time.time() - last >= HEARTBEAT_EVERY:
             beat(job_dir)
             last = time.time()
-        for i in range(slots):
-            f = open(slots_dir / f"slot-{i}", "a+")
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return f
-            except BlockingIOError:
-                f.close()
+        if (slot := try_slot(slots_dir, slots)) is not None:
+            return slot
         time.sleep(0.05)
+
+
+def ending(job_dir: Path, rc: int, killed: bool) -> tuple[str, str | None]:
+    """A job's end state and error from its exit code: KILLED if it was stopped on
+    request, else SUCCEEDED or FAILED with the tail of its stderr."""
+    if killed:
+        return "KILLED", "killed on request"
+    if rc == 0:
+        return "SUCCEEDED", None
+    tail = (job_dir / "stderr.log").read_bytes()[-2000:].decode(errors="replace").strip()
+    return "FAILED", f"exit code {rc}" + (f": {tail}" if tail else "")
 
 
 def read_notify_url(timeout: float = NOTIFY_URL_WAIT) -> str:
@@ -175,13 +195,7 @@ class Supervisor:
                     self.on_term(signal.SIGTERM, None)
                 elif self.killed and time.time() - self.killed_at > KILL_GRACE:
                     self.child.kill()
-        if self.killed:
-            state, error = "KILLED", "killed on request"
-        elif rc == 0:
-            state, error = "SUCCEEDED", None
-        else:
-            tail = (job_dir / "stderr.log").read_bytes()[-2000:].decode(errors="replace").strip()
-            state, error = "FAILED", f"exit code {rc}" + (f": {tail}" if tail else "")
+        state, error = ending(job_dir, rc, self.killed)
         self.finish(state, error, exit_code=rc)
         return 0
 

@@ -33,11 +33,11 @@ import tempfile
 import time
 import traceback
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from shared.executors.local_job import HEARTBEAT_EVERY, KILL_GRACE, beat, notify, write_status
+from shared.executors.local_job import HEARTBEAT_EVERY, KILL_GRACE, beat, ending, notify, try_slot, write_status
 
 # A runner with no job for this long exits (the next submission starts another).
 IDLE_EXIT = 30.0
@@ -78,7 +78,6 @@ class Job:
     killed_at: float | None = None
     # Why the runner itself stopped the job, if it did (its end is FAILED with this).
     stopped_because: str | None = None
-    started: float = field(default_factory=time.time)
 
 
 class Runner:
@@ -135,19 +134,7 @@ class Runner:
         self.wake.set()
         return "ok"
 
-    # -- slots and starting ----------------------------------------------------------
-
-    def take_slot(self, request: dict[str, Any]) -> IO[str] | None:
-        slots_dir = Path(request["slots_dir"])
-        slots_dir.mkdir(parents=True, exist_ok=True)
-        for i in range(int(request["slots"])):
-            f = open(slots_dir / f"slot-{i}", "a+")  # held while the job runs
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return f
-            except BlockingIOError:
-                f.close()
-        return None
+    # -- starting --------------------------------------------------------------------
 
     async def dispatch(self) -> None:
         """Start queued jobs, oldest first, as slots free up."""
@@ -161,7 +148,7 @@ class Runner:
                     self.queue.popleft()
                     self.finish(job, "KILLED", "killed before it started")
                     continue
-                slot = self.take_slot(job.request)
+                slot = try_slot(Path(job.request["slots_dir"]), int(job.request["slots"]))
                 if slot is None:
                     break
                 self.queue.popleft()
@@ -196,13 +183,8 @@ class Runner:
         rc = await job.proc.wait()
         if job.stopped_because is not None:
             state, error = "FAILED", job.stopped_because
-        elif job.killed_at is not None:
-            state, error = "KILLED", "killed on request"
-        elif rc == 0:
-            state, error = "SUCCEEDED", None
         else:
-            tail = (job.dir / "stderr.log").read_bytes()[-2000:].decode(errors="replace").strip()
-            state, error = "FAILED", f"exit code {rc}" + (f": {tail}" if tail else "")
+            state, error = ending(job.dir, rc, job.killed_at is not None)
         self.finish(job, state, error, exit_code=rc)
 
     def finish(self, job: Job, state: str, error: str | None, **fields: object) -> None:
