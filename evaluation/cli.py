@@ -1,5 +1,7 @@
 """``pingo evaluate`` and ``pingo whatif``: each parses its own arguments (``pingo`` hands
-them over untouched) and imports numpy, matplotlib and the simulator only once it runs."""
+them over untouched) and imports numpy, matplotlib and the simulator only once it runs.
+numpy and matplotlib are the ``evaluation`` extra (``pingo[evaluation]``): only ``pingo
+evaluate`` needs them, and without them it says what to install."""
 
 from __future__ import annotations
 
@@ -7,6 +9,10 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evaluation.experiments import Point
 
 # --quick: a fifth of the actions and of the storage, two seeds: seconds, for tests.
 QUICK_FACTOR = 0.2
@@ -29,7 +35,7 @@ def add_whatif_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         help="algorithm to replay (repeatable; default: every registered one)",
     )
-    p.add_argument("--capacity", help="storage budget: 500MB, 2GB, or bytes (default PINGO_CAPACITY_BYTES)")
+    p.add_argument("--capacity", help="storage budget: 500MiB, 2GB, 1.5GiB or bytes (default PINGO_CAPACITY_BYTES)")
     p.add_argument("--since", help="only workflows submitted from this date (YYYY-MM-DD[THH:MM], local time)")
     p.add_argument("--threshold", type=float, help="decision threshold (default PINGO_THRESHOLD)")
     p.add_argument("--target", type=float, help="decision target (default PINGO_TARGET)")
@@ -57,10 +63,24 @@ def _fail(message: str) -> int:
     return 2
 
 
+# What `pingo evaluate` needs beyond the services: the `evaluation` extra (pyproject.toml).
+EVALUATION_EXTRA = ("numpy", "matplotlib")
+
+
+def missing_extra() -> list[str]:
+    from importlib.util import find_spec
+
+    return [name for name in EVALUATION_EXTRA if find_spec(name) is None]
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
+    if missing := missing_extra():
+        return _fail(
+            f"evaluate needs {' and '.join(missing)}, which a light install of Pingo leaves out: "
+            "pip install 'pingo[evaluation]' (from a clone: pip install -c constraints.txt -e '.[evaluation]')"
+        )
     from evaluation.experiments import (
         beats_ideal,
-        goal,
         run_experiment,
         storage_note,
         summarize,
@@ -103,17 +123,20 @@ def run_evaluate(args: argparse.Namespace) -> int:
     progress = Progress(total * seeds)
     started = time.monotonic()
     runs = []
-    for e in experiments:
-        runs += run_experiment(e, params[e], seeds, algorithms, progress)
+    try:
+        for e in experiments:
+            runs += run_experiment(e, params[e], seeds, algorithms, progress)
+    finally:
+        progress.close()
     points = summarize(runs)
     write_runs(runs, out / "runs.csv")
     write_summary(points, out / "summary.csv")
-    figures = [plot(points, e, out) for e in experiments]
+    figures = [plot(points, runs, e, out) for e in experiments]
     for e in experiments:
         print(table(points, e))
         print(storage_note(runs, e))
         print()
-    if line := goal(points):
+    if line := tightest(points):
         print(line)
     better = beats_ideal(runs)
     if better:
@@ -129,6 +152,38 @@ def run_evaluate(args: argparse.Namespace) -> int:
     print(f"wrote {out / 'runs.csv'}, {out / 'summary.csv'}, " + ", ".join(str(f) for f in figures))
     print(f"{len(runs)} results in {time.monotonic() - started:.1f} s")
     return 0
+
+
+def tightest(points: list[Point], experiment: int = 1) -> str:
+    """What the tightest budget shows, in words: which algorithm did best there, how much of
+    the avoidable recomputation it avoided (and the worst one), how far from the ideal time
+    it is."""
+    from evaluation.experiments import REFERENCES
+
+    mine = [p for p in points if p.experiment == experiment]
+    if not mine:
+        return ""
+    x = min(p.x for p in mine)
+    at = {p.series: p for p in mine if p.x == x}
+    algos = sorted((p for s, p in at.items() if s not in REFERENCES), key=lambda p: p.merit_mean, reverse=True)
+    if not algos:
+        return ""
+    best, worst = algos[0], algos[-1]
+    line = (
+        f"with the smallest budget ({x:g} MB), {best.series} did best: it avoided {best.merit_mean:.0%} of the "
+        f"recomputation that unlimited storage avoids"
+    )
+    if len(algos) > 1:
+        line += f" ({worst.series}: {worst.merit_mean:.0%})"
+    if "ideal" in at and at["ideal"].seconds_mean > 0:
+        slower = best.seconds_mean / at["ideal"].seconds_mean - 1
+        if slower > 0.005:
+            line += f", and took {slower:.0%} longer than the ideal time"
+        elif slower < -0.005:
+            line += f", and was {-slower:.0%} faster than the ideal time (a heuristic, not a bound)"
+        else:
+            line += ", in the ideal time"
+    return line + "."
 
 
 def run_whatif(args: argparse.Namespace) -> int:

@@ -273,32 +273,3 @@ def storage_note(runs: list[Run], experiment: int) -> str:
         f"outside the budget, LEAF outputs: {leaf:.0f} MB per history (mean); with unlimited storage the "
         f"STORED intermediates peak at {peak:.0f} MB"
     )
-
-
-def goal(points: list[Point], baseline: str = "adaptive") -> str:
-    """The issue's goal at experiment 1's smallest budget: does the best algorithm avoid at
-    least a third more of the avoidable recomputation than the baseline, and come within
-    10 % of the ideal time?"""
-    mine = [p for p in points if p.experiment == 1]
-    if not mine:
-        return ""
-    x = min(p.x for p in mine)
-    at = {p.series: p for p in mine if p.x == x}
-    algos = [p for s, p in at.items() if s not in REFERENCES]
-    if baseline not in at or not algos or "ideal" not in at:
-        return ""
-    best = max(algos, key=lambda p: p.merit_mean)
-    base, ideal = at[baseline], at["ideal"]
-    ratio = best.merit_mean / base.merit_mean if base.merit_mean > 0 else float("inf")
-    to_ideal = best.seconds_mean / ideal.seconds_mean - 1
-    closed = (
-        (base.seconds_mean - best.seconds_mean) / (base.seconds_mean - ideal.seconds_mean)
-        if (base.seconds_mean > ideal.seconds_mean)
-        else float("nan")
-    )
-    return (
-        f"goal at {x:g} MB: best is {best.series}, merit {best.merit_mean:.3f} vs {baseline} {base.merit_mean:.3f} "
-        f"(x{ratio:.3f}; a third more needs x1.333: {'met' if ratio >= 4 / 3 else 'NOT met'}); "
-        f"it closes {closed:.0%} of {baseline}'s gap to the ideal time; "
-        f"time {to_ideal:+.1%} from ideal (within 10 %: {'met' if to_ideal <= 0.10 else 'NOT met'})"
-    )

@@ -8,19 +8,31 @@ import importlib
 import json
 import os
 import sys
-import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pingo.client import ApiError, Client
-from pingo.display import human, render_dag, render_progress, watch
+from pingo.client import ApiError, Client, default_url
+from pingo.display import (
+    console,
+    dataset_detail,
+    datasets_view,
+    dry_run_view,
+    planned_summary,
+    render_status,
+    show,
+    timeline_table,
+    watch,
+    workflows_table,
+)
 
 # This module is the command line and nothing else: no other module imports it. Building
 # the parser imports neither the services nor the optional packages; each command imports
 # what it needs when it runs.
 
-DEFAULT_URL = os.environ.get("PINGO_URL", "http://127.0.0.1:8080")
+URL_HELP = "gateway URL (default: env PINGO_URL, else http://$PINGO_HOST:$PINGO_PORT, http://127.0.0.1:8080)"
 
 # Commands owned by another package, which parses their arguments (``pingo`` hands them
 # over untouched) and runs them: name -> (module, function(argv, prog) -> exit code, help).
@@ -51,12 +63,25 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def api_error(exc: ApiError) -> NoReturn:
-    body = exc.body if isinstance(exc.body, dict) else {"error": str(exc.body)}
-    print(f"pingo: {body.get('error', exc)}", file=sys.stderr)
-    for v in body.get("violations", []):
-        where = v.get("loc", "?") + (f" (action {v['actionId']})" if "actionId" in v else "")
-        print(f"  - {where}: {v['message']}", file=sys.stderr)
+    first, *rest = exc.lines()
+    print(f"pingo: {first}", *rest, sep="\n", file=sys.stderr)
     raise SystemExit(1)
+
+
+@asynccontextmanager
+async def gateway(args: argparse.Namespace) -> AsyncIterator[Client]:
+    """A client of the gateway ``--url`` names, or the environment's (PINGO_URL, PINGO_HOST,
+    PINGO_PORT), open for the block. An error answer inside the block ends the command with
+    the server's message (exit 1)."""
+    try:
+        client = Client(getattr(args, "url", None) or default_url())
+    except ValueError as exc:
+        fail(str(exc))
+    async with client:
+        try:
+            yield client
+        except ApiError as exc:
+            api_error(exc)
 
 
 def load_workflow(path: str) -> Any:
@@ -70,20 +95,50 @@ def load_workflow(path: str) -> Any:
         fail(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}")
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    """The workflow language's checks, here: no server, nothing stored. Paths against the
+    allowed roots, action folders and executor support are the server's to check
+    (``pingo submit --dry-run``)."""
+    from shared.workflow_spec import parse_workflow
+
+    spec, violations = parse_workflow(load_workflow(args.file))
+    if args.json:
+        found = [v.model_dump(exclude_none=True) for v in violations]
+        print(json.dumps({"valid": spec is not None, "violations": found}, indent=2))
+    elif spec is None:
+        print(f"pingo: {args.file}: {len(violations)} violation(s)", file=sys.stderr)
+        for v in violations:
+            where = v.loc if v.actionId is None else f"{v.loc} (action {json.dumps(v.actionId)})"
+            print(f"  - {where}: {v.message}", file=sys.stderr)
+    else:
+        g = spec.graph()
+        roots = sum(g.in_degree(n) == 0 for n in g)
+        leaves = sum(g.out_degree(n) == 0 for n in g)
+        counts = ((len(g), "action", "actions"), (roots, "root", "roots"), (leaves, "leaf", "leaves"))
+        print(f"{args.file}: valid: " + ", ".join(f"{n} {one if n == 1 else many}" for n, one, many in counts))
+    return 0 if spec is not None else 1
+
+
+async def cmd_dry_run(args: argparse.Namespace, workflow: Any) -> int:
+    async with gateway(args) as client:
+        plan = await client.dry_run(workflow)
+    if args.json:
+        print(json.dumps(plan, indent=2))
+    else:
+        show(console(), dry_run_view(plan))
+    return 0
+
+
 async def cmd_submit(args: argparse.Namespace) -> int:
     workflow = load_workflow(args.file)
-    async with Client(args.url) as client:
-        try:
-            plan = await client.submit(workflow)
-        except ApiError as exc:
-            api_error(exc)
-        computed = sum(a["decision"] == "compute" for a in plan["actions"])
-        following = sum(a.get("reason") == "in_flight" for a in plan["actions"])
-        reused = len(plan["actions"]) - computed - following
-        print(
-            f"submitted {plan['id']}: {computed} to compute, {reused} reused"
-            + (f", {following} following a computation in flight" if following else "")
-        )
+    if args.dry_run:
+        if args.wait:
+            fail("--dry-run submits nothing to wait for: give one of --dry-run and --wait")
+        return await cmd_dry_run(args, workflow)
+    async with gateway(args) as client:
+        plan = await client.submit(workflow)
+        # With --json, stdout is the JSON alone (a program reads it); the summary is for a person.
+        print(f"submitted {plan['id']}: {planned_summary(plan['actions'])}", file=sys.stderr if args.json else None)
         if not args.wait:
             print(json.dumps(plan, indent=2) if args.json else plan["id"])
             return 0
@@ -93,79 +148,90 @@ async def cmd_submit(args: argparse.Namespace) -> int:
 
 
 async def cmd_status(args: argparse.Namespace) -> int:
-    async with Client(args.url) as client:
-        try:
-            wf = await client.workflow(args.id)
-        except ApiError as exc:
-            api_error(exc)
+    async with gateway(args) as client:
+        wf = await client.workflow(args.id)
     if args.json:
         print(json.dumps(wf, indent=2))
     else:
-        print("\n".join(render_dag(wf)))
-        print("\n".join(render_progress(wf, wf.get("createdAt") or time.time())[1:]))
+        show(console(), render_status(wf))
+    return 0
+
+
+async def cmd_list(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        fail("--limit must be at least 1")
+    async with gateway(args) as client:
+        found = await client.workflows(args.limit, state=args.state, name=args.name)
+        # The list leaves actions out; a workflow's outcome counts need them.
+        gate = asyncio.Semaphore(8)
+
+        async def detailed(wf: dict[str, Any]) -> dict[str, Any]:
+            async with gate:
+                return await client.workflow(wf["id"])
+
+        found = await asyncio.gather(*(detailed(wf) for wf in found))
+    if args.json:
+        print(json.dumps(found, indent=2))
+    elif not found:
+        print("no workflows" + (" matching" if args.state or args.name else ""), file=sys.stderr)
+    else:
+        show(console(), workflows_table(found))
     return 0
 
 
 async def cmd_kill(args: argparse.Namespace) -> int:
-    async with Client(args.url) as client:
-        try:
-            wf = await client.kill(args.id)
-        except ApiError as exc:
-            api_error(exc)
+    async with gateway(args) as client:
+        wf = await client.kill(args.id)
     print(f"{wf['id']} kill requested; now {wf['state']}")
     return 0
 
 
 async def cmd_datasets(args: argparse.Namespace) -> int:
-    async with Client(args.url) as client:
-        try:
-            body = await client.datasets(args.state)
-        except ApiError as exc:
-            api_error(exc)
+    if getattr(args, "hash", None):
+        return await cmd_dataset_show(args)
+    async with gateway(args) as client:
+        body = await client.datasets(args.state)
     if args.json:
         print(json.dumps(body, indent=2))
         return 0
-    stored = body["bytesByState"].get("STORED", 0)
-    cap = body["capacityBytes"]
-    bar = int(30 * min(1.0, stored / cap)) if cap else 0
-    print(
-        f"managed intermediate storage [{'█' * bar}{'░' * (30 - bar)}] {human(stored)} of {human(cap)} "
-        f"(decision at {body['threshold']:.0%})"
-    )
-    for state, size in sorted(body["bytesByState"].items()):
-        print(f"  {state:<17} {human(size)}")
-    print(f"{'hash':<14} {'state':<17} {'size':>10} {'files':>6} {'checksum':<10} {'compute':>8} {'uses':>5} claims")
-    for d in body["datasets"]:
-        secs = f"{d['computeSeconds']:.1f}s" if d["computeSeconds"] is not None else "-"
-        files = d.get("files") if d.get("files") is not None else "-"
-        checksum = (d.get("checksum") or "-")[:8]
-        print(
-            f"{d['hash'][:12]:<14} {d['state']:<17} {human(d['size']):>10} {files:>6} {checksum:<10} {secs:>8} "
-            f"{d['useCount']:>5} {len(d['claims'])}"
-        )
+    show(console(), datasets_view(body))
+    return 0
+
+
+async def cmd_dataset_show(args: argparse.Namespace) -> int:
+    async with gateway(args) as client:
+        try:
+            d = await client.dataset(args.hash)
+        except ApiError as exc:
+            # The table shows 12 characters of a hash: take a prefix that names one dataset.
+            if exc.status != 404:
+                raise
+            listed = (await client.datasets())["datasets"]
+            matches = [x["hash"] for x in listed if x["hash"].startswith(args.hash)]
+            if len(matches) > 1:
+                fail(f"{args.hash!r} is the start of {len(matches)} dataset hashes: give more of it", 1)
+            if not matches:
+                raise
+            d = await client.dataset(matches[0])
+    if args.json:
+        print(json.dumps(d, indent=2))
+    else:
+        show(console(), dataset_detail(d))
     return 0
 
 
 async def cmd_timeline(args: argparse.Namespace) -> int:
-    async with Client(args.url) as client:
-        try:
-            body = await client.timeline(args.id)
-        except ApiError as exc:
-            api_error(exc)
-    rows = body["transitions"]
+    async with gateway(args) as client:
+        rows = await client.timeline(args.id)
     if args.json:
         print(json.dumps(rows, indent=2))
-        return 0
-    t0 = rows[0]["at"] if rows else 0
-    for r in rows:
-        note = f"  ({r['note']})" if r.get("note") else ""
-        ident = r["id"] if r["kind"] != "dataset" else r["id"][:12]
-        print(f"+{r['at'] - t0:8.3f}s  {r['kind']:<8} {ident:<40} {r['state']:<17} by {r['by']}{note}")
+    else:
+        show(console(), timeline_table(rows))
     return 0
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    from pingo.dev import all_services
+    from pingo.dev import all_services, taken_ports
     from shared.config import Settings
     from shared.runtime import configure_logging, serve
 
@@ -176,6 +242,12 @@ def cmd_dev(args: argparse.Namespace) -> int:
         if "PINGO_CALLBACK_PORT" not in os.environ:
             overrides["callback_port"] = args.port + 1
     settings = Settings(**overrides)
+    if taken := taken_ports(settings):
+        fail(
+            f"dev: {' and '.join(taken)} already in use, by another pingo dev or another program; "
+            "give this one ports of its own: pingo dev --port N (callbacks on N+1)",
+            1,
+        )
     print(
         f"pingo dev: gateway on http://{settings.host}:{settings.port}, callbacks on {settings.callback_url}, "
         f"data in {settings.data_dir.resolve()}",
@@ -225,11 +297,12 @@ def service_names() -> list[str]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pingo", description=__doc__)
+    p.add_argument("--version", action="version", version=f"pingo {installed_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def client_cmd(name: str, help_: str) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help_)
-        c.add_argument("--url", default=DEFAULT_URL, help=f"gateway URL (default {DEFAULT_URL}, env PINGO_URL)")
+        c.add_argument("--url", help=URL_HELP)
         c.add_argument("--json", action="store_true", help="print the raw JSON")
         return c
 
@@ -257,20 +330,47 @@ def parser() -> argparse.ArgumentParser:
     c = client_cmd("submit", "submit a workflow JSON file")
     c.add_argument("file")
     c.add_argument("--wait", action="store_true", help="show live progress until the workflow ends")
+    c.add_argument(
+        "--dry-run", action="store_true", help="show what would be computed, reused or skipped, and why; submit nothing"
+    )
     c.set_defaults(run=cmd_submit)
+    v = sub.add_parser("validate", help="check a workflow JSON file offline: every violation, with where it is")
+    v.add_argument("file")
+    v.add_argument("--json", action="store_true", help="print the result as JSON")
+    v.set_defaults(run=cmd_validate)
     c = client_cmd("status", "a workflow's state, drawn as its DAG")
     c.add_argument("id")
     c.set_defaults(run=cmd_status)
     c = client_cmd("kill", "kill a running workflow")
     c.add_argument("id")
     c.set_defaults(run=cmd_kill)
-    c = client_cmd("datasets", "managed datasets and storage usage")
+    c = client_cmd("list", "workflows, newest first: outcome counts, submitted, how long they took")
+    c.add_argument("--state", type=str.upper, help="only workflows in this state (RUNNING, SUCCEEDED, FAILED, ...)")
+    c.add_argument("--name", help="only workflows with this name")
+    c.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    c.set_defaults(run=cmd_list)
+    c = client_cmd("datasets", "managed datasets and storage usage; `datasets show HASH` for one")
     c.add_argument("--state")
     c.set_defaults(run=cmd_datasets)
+    shows = c.add_subparsers(dest="datasets_command", metavar="show HASH")
+    one = shows.add_parser("show", help="one dataset and the workflow that made it (a hash or its start)")
+    one.add_argument("hash")
+    # SUPPRESS: given before ``show`` (pingo datasets --json show H) they are not reset here.
+    one.add_argument("--url", default=argparse.SUPPRESS, help=URL_HELP)
+    one.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the raw JSON")
     c = client_cmd("timeline", "a workflow's transitions in time order")
     c.add_argument("id")
     c.set_defaults(run=cmd_timeline)
     return p
+
+
+def installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pingo")
+    except PackageNotFoundError:
+        return "(not installed: running from a source tree)"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,9 +8,61 @@ for (PINGO_ALLOWED_HOSTS): bodies go out with ``json=`` (``application/json``), 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
+
+# Addresses a server binds to that are not addresses to connect to: any interface.
+ANY_INTERFACE = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+PAGE = 1000  # items asked for in one request of a list: the gateway's smallest ceiling
+
+
+def default_url(env: Mapping[str, str] | None = None) -> str:
+    """The gateway to talk to: ``PINGO_URL`` if set, else the one a server started with the
+    same environment listens on (``PINGO_HOST``, ``PINGO_PORT``, as in shared/config.py)."""
+    env = os.environ if env is None else env
+    if url := env.get("PINGO_URL"):
+        return url
+    host = env.get("PINGO_HOST", "127.0.0.1").strip()
+    host = ANY_INTERFACE.get(host, host)
+    port = env.get("PINGO_PORT", "8080").strip()
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"PINGO_PORT must be a port number (1-65535), not {port!r}")
+    return f"http://{f'[{host}]' if ':' in host else host}:{int(port)}"
+
+
+def problem_lines(body: Any) -> list[str]:
+    """An error answer as lines a person reads: what went wrong, then one line per violation.
+    Understands RFC 9457 problem details (``detail``, else ``title``; ``violations``, or the
+    ``errors``/``invalid-params`` lists others use) and the older ``{"error", "violations",
+    "problems"}``."""
+    if not isinstance(body, dict):
+        return [str(body)]
+    message = str(body.get("detail") or body.get("error") or body.get("title") or body.get("message") or body)
+    if isinstance(body.get("retryAfter"), int | float):
+        message += f" (try again in {body['retryAfter']} s)"
+    if body.get("reference"):
+        message += f" (reference {body['reference']})"
+    lines = [message]
+    listed = next((body[k] for k in ("violations", "errors", "invalid-params", "invalidParams") if body.get(k)), [])
+    for v in listed if isinstance(listed, list) else []:
+        if not isinstance(v, dict):
+            lines.append(f"  - {v}")
+            continue
+        where = v.get("loc") or v.get("name") or v.get("pointer") or v.get("field") or "?"
+        if isinstance(where, list):  # pydantic's tuple form
+            where = ".".join(map(str, where))
+        if v.get("in") == "query":
+            where = f"query parameter {where}"
+        if v.get("actionId") is not None:
+            where = f"{where} (action {v['actionId']})"
+        lines.append(f"  - {where}: {v.get('message') or v.get('reason') or v.get('detail') or v.get('msg')}")
+    problems = body.get("problems")
+    if not listed and isinstance(problems, list) and len(problems) > 1:  # one problem is the message itself
+        lines += [f"  - {p}" for p in problems]
+    return lines
 
 
 class ApiError(Exception):
@@ -18,10 +70,13 @@ class ApiError(Exception):
         self.status, self.body = status, body
         super().__init__(f"HTTP {status}: {body}")
 
+    def lines(self) -> list[str]:
+        return problem_lines(self.body)
+
 
 class Client:
-    def __init__(self, base_url: str) -> None:
-        self.base = base_url.rstrip("/")
+    def __init__(self, base_url: str | None = None) -> None:
+        self.base = (base_url or default_url()).rstrip("/")
         self.session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Client:
@@ -49,8 +104,34 @@ class Client:
         except aiohttp.ClientConnectionError as exc:
             raise ApiError(0, {"error": f"cannot reach Pingo at {self.base}: {exc}"}) from exc
 
+    async def pages(
+        self, path: str, key: str, limit: int | None = None, params: dict[str, Any] | None = None, page: int = PAGE
+    ) -> list[Any]:
+        """Up to ``limit`` items (every one if None) of a list answer, following its ``next``
+        cursor (sent back as ``?cursor=``) while more are wanted and the server has more,
+        ``page`` items a request at most."""
+        items: list[Any] = []
+        params = dict(params or {})
+        while True:
+            params["limit"] = page if limit is None else min(page, limit - len(items))
+            body = await self.call("GET", path, params=params)
+            items += body.get(key, [])
+            nxt = body.get("next")
+            if not nxt or (limit is not None and len(items) >= limit):
+                return items if limit is None else items[:limit]
+            params["cursor"] = str(nxt)
+
     async def submit(self, workflow: Any) -> dict[str, Any]:
         return await self.call("POST", "/api/v1/workflows", json=workflow)
+
+    async def dry_run(self, workflow: Any) -> dict[str, Any]:
+        """What submitting ``workflow`` would compute and reuse, and why; the server writes nothing."""
+        return await self.call("POST", "/api/v1/workflows", json=workflow, params={"dryRun": "true"})
+
+    async def workflows(self, limit: int, state: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+        """The newest ``limit`` workflows, filtered by the server."""
+        params = {k: v for k, v in (("state", state), ("name", name)) if v}
+        return await self.pages("/api/v1/workflows", "workflows", limit, params)
 
     async def workflow(self, wf_id: str) -> dict[str, Any]:
         return await self.call("GET", f"/api/v1/workflows/{wf_id}")
@@ -61,5 +142,9 @@ class Client:
     async def datasets(self, state: str | None = None) -> dict[str, Any]:
         return await self.call("GET", "/api/v1/datasets", params={"state": state} if state else None)
 
-    async def timeline(self, wf_id: str) -> dict[str, Any]:
-        return await self.call("GET", f"/api/v1/workflows/{wf_id}/timeline")
+    async def dataset(self, hash_: str) -> dict[str, Any]:
+        return await self.call("GET", f"/api/v1/datasets/{hash_}")
+
+    async def timeline(self, wf_id: str) -> list[dict[str, Any]]:
+        """Every transition of a workflow, its actions and their datasets, in time order."""
+        return await self.pages(f"/api/v1/workflows/{wf_id}/timeline", "transitions")

@@ -9,6 +9,7 @@ import asyncio
 import json
 import signal
 import time
+from collections import Counter
 from pathlib import Path
 
 from pingo.client import ApiError, Client
@@ -46,13 +47,15 @@ async def run_demo(args: argparse.Namespace) -> int:
                     wf = await watch(client, plan["id"])
                     computed = [a for a in wf["actions"] if a["decision"] == "compute"]
                     managed_computed = [a for a in computed if a.get("managed")]
+                    states = Counter(a["state"] for a in wf["actions"])
                     rows.append(
-                        (run, f.name, wf["state"], len(computed), len(wf["actions"]) - len(computed), time.time() - t0)
+                        (run, f.name, wf["state"], len(computed), states["REUSED"], states["SKIPPED"], time.time() - t0)
                     )
                     ok &= wf["state"] == "SUCCEEDED" and (run == 1 or not managed_computed)
-        print("\nrun  workflow               state       computed  reused  wall time")
-        for run, name, state, comp, reused, secs in rows:
-            print(f"{run:>3}  {name:<22} {state:<10} {comp:>9} {reused:>7} {secs:>9.1f}s")
+        # Skipped: not reused, not needed at all (a later action's output was reused).
+        print("\nrun  workflow               state      computed reused skipped wall time")
+        for run, name, state, comp, reused, skipped, secs in rows:
+            print(f"{run:>3}  {name:<22} {state:<10} {comp:>8} {reused:>6} {skipped:>7} {secs:>8.1f}s")
         print(
             "\nThe second run reused every managed output; only unmanaged actions (which Pingo never keeps) ran again."
             if ok

@@ -15,6 +15,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from shared.sizes import Bytes
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PINGO_", env_nested_delimiter="__", extra="ignore")
@@ -23,6 +25,12 @@ class Settings(BaseSettings):
 
     mongo_url: str | None = Field(None, description="MongoDB URL; unset starts the embedded nx-27017 server.")
     mongo_db: str = Field("pingo", description="Database name.")
+    store_timeout: float = Field(
+        10.0,
+        gt=0,
+        description="How long a service waits for a MongoDB it cannot reach before the operation fails (the loop "
+        "retries it on its timer), seconds.",
+    )
 
     amqp_url: str | None = Field(None, description="RabbitMQ URL; unset uses the in-process bus.")
     exchange: str = Field("pingo.events", description="RabbitMQ topic exchange; queues are <exchange>.<service>.")
@@ -31,10 +39,16 @@ class Settings(BaseSettings):
     port: int = Field(8080, description="Gateway (workflow manager) HTTP port.")
     callback_host: str = Field("127.0.0.1", description="Callback service bind address.")
     callback_port: int = Field(8081, description="Callback service HTTP port.")
+    metrics_host: str = Field("127.0.0.1", description="Bind address of /metrics, /healthz and /readyz.")
+    metrics_port: int | None = Field(
+        None, description="Port of /metrics, /healthz and /readyz (one per process); unset serves none."
+    )
     callback_base_url: str | None = Field(
         None, description="URL executors call back on; default http://<callback_host>:<callback_port>."
     )
-    max_body_bytes: int = Field(1_048_576, description="Largest workflow submission accepted (413 above).")
+    max_body_bytes: Bytes = Field(
+        1_048_576, description="Largest workflow submission accepted (413 above): bytes, or with a unit (1MiB)."
+    )
     allowed_hosts: list[str] = Field(
         default_factory=list,
         description="Host names the gateway answers to (400 otherwise; against DNS rebinding); "
@@ -88,12 +102,20 @@ class Settings(BaseSettings):
     poll_max_interval: float = Field(30.0, description="Longest gap between two polls of one action, seconds.")
     settle_interval: float = Field(10.0, description="Repair sweeps (stuck WAITING, unsettled workflows), seconds.")
 
-    capacity_bytes: int = Field(10 * 1024**3, description="Budget for managed intermediate datasets.")
+    capacity_bytes: Bytes = Field(
+        10 * 1024**3, description="Budget for managed intermediate datasets: bytes, or with a unit (10GiB, 500GB)."
+    )
     threshold: float = Field(0.9, description="Decision runs when usage passes threshold x capacity.")
     target: float = Field(0.8, description="...and frees until usage is under target x capacity.")
     algorithm: str = Field("adaptive", description="Decision algorithm: adaptive, mcu, lru, gdsf, nectar, reuse-rate.")
     history_window: int = Field(10_000, description="Actions in the decision's rolling window.")
     decision_interval: float = Field(10.0, description="Decision timer (it also wakes on dataset.stored), seconds.")
+    decision_lease: float = Field(
+        30.0,
+        gt=0,
+        description="How long the deciding replica's turn lasts unless renewed, seconds (at least 3 decision "
+        "intervals): a standby decides once the holder has been silent this long.",
+    )
     fault_crash_after_submit: bool = Field(
         False,
         description="Fault injection for tests: the action manager exits right after the executor accepted "

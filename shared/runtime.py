@@ -25,6 +25,7 @@ from shared.executors.base import Executor
 from shared.executors.factory import make_executor
 from shared.lifecycle.ending import Outcomes
 from shared.lifecycle.moves import Mover
+from shared.ops import OpsServer
 from shared.storage import Storage, make_storage
 from shared.store import Store, connect
 from shared.store.client import UNREACHABLE as STORE_UNREACHABLE
@@ -106,7 +107,9 @@ class Context:
                 embedded = EmbeddedMongo(settings.data_dir)
                 url = await embedded.start()
             store = await until_reachable(
-                f"the store at {redact(url)}", lambda: connect(url, settings.mongo_db), STORE_UNREACHABLE
+                f"the store at {redact(url)}",
+                lambda: connect(url, settings.mongo_db, timeout=settings.store_timeout),
+                STORE_UNREACHABLE,
             )
             bus = make_bus(settings)
             await until_reachable(f"the broker at {redact(settings.amqp_url)}", bus.start, bus.unreachable)
@@ -180,6 +183,9 @@ async def running(ctx: Context, services_of: Callable[[Context], list[Service]])
     serve``, ``python -m services.<name>``, the demo and the tests all start services so."""
     try:
         services = services_of(ctx)
+        if ctx.settings.metrics_port is not None:
+            # Last to start, first to stop: ready means every service of the process is up.
+            services.append(OpsServer(ctx.store, ctx.bus, ctx.settings.metrics_host, ctx.settings.metrics_port))
         try:
             for s in services:
                 await s.start()

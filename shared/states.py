@@ -26,6 +26,9 @@ class ActionState(StrEnum):
     # REUSED when that attempt commits, or takes the computation over if it cannot
     # (docs/state-machines.md, "Following a computation in flight").
     FOLLOWING = "FOLLOWING"
+    # An attempt failed (or ran past its timeout) and retries remain: READY again at
+    # ``retry_at`` (docs/state-machines.md, "Retries and timeouts").
+    RETRYING = "RETRYING"
 
 
 class DatasetState(StrEnum):
@@ -62,8 +65,11 @@ ACTION_TRANSITIONS: dict[ActionState, frozenset[ActionState]] = {
     # PROCESSING -> WAITING: an input vanished before the start; its producer runs again first.
     A.PROCESSING: frozenset({A.PROCESSING, A.SUBMITTED, A.READY, A.WAITING, A.FAILED, A.KILLED}),
     # SUBMITTED -> READY is a submit error below the retry ceiling; FAILED above it.
-    A.SUBMITTED: frozenset({A.RUNNING, A.READY, A.FINISHED, A.FAILED, A.KILLED}),
-    A.RUNNING: frozenset({A.FINISHED, A.FAILED, A.KILLED}),
+    # -> RETRYING: the job failed or timed out and the action's retries allow another attempt.
+    A.SUBMITTED: frozenset({A.RUNNING, A.READY, A.FINISHED, A.FAILED, A.KILLED, A.RETRYING}),
+    A.RUNNING: frozenset({A.FINISHED, A.FAILED, A.KILLED, A.RETRYING}),
+    # Its retry is due (READY), or its workflow is killed while it waits (KILLED).
+    A.RETRYING: frozenset({A.READY, A.KILLED}),
     # FOLLOWING -> FOLLOWING follows the producer that took over; -> SUBMITTED/RUNNING
     # adopts the job of a producer whose workflow no longer needs it; -> WAITING/READY
     # computes it (takeover); -> FAILED when the computation itself failed too often.

@@ -9,6 +9,10 @@ launchers, so the body as a whole must also be storable and launchable: it nests
 ``MAX_DEPTH`` levels; no key or string holds NUL (a C string terminator: BSON keys, argv,
 environment) or a lone surrogate (not encodable as UTF-8); every integer fits a signed
 64-bit integer; every number is finite.
+
+The language is strict: a field it does not know is a violation (with the closest known
+field as a suggestion), at every level, and every message speaks of the workflow's fields,
+never of the parser's types.
 """
 
 from __future__ import annotations
@@ -18,16 +22,20 @@ import math
 import re
 from enum import StrEnum
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Annotated, Any
 
 import networkx as nx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+
+from shared.workflow_messages import explain, kind, unknown_field
 
 ActionId = int | str
 
 MAX_DEPTH = 64  # objects and arrays inside each other; MongoDB refuses documents past 100
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_TIMEOUT = 30 * 86_400  # seconds: a month; longer is a mistake, not a timeout
 MAX_REPORTED = 100  # document violations listed in one answer: the rest would only repeat them
+WORKFLOW_FIELDS = ("name", "startActionId", "endActionId", "actions", "defaults")
 
 
 class ActionType(StrEnum):
@@ -51,6 +59,27 @@ class Param(BaseModel):
     value: str
 
 
+# Strict: a boolean is not a count (Python's True is 1), nor is the text "3".
+RetryCount = Annotated[int, Field(strict=True, ge=0, le=100)]
+Seconds = Annotated[float, Field(strict=True, gt=0, le=MAX_TIMEOUT)]
+
+
+class RetryPolicy(BaseModel):
+    """How often a failed attempt is tried again, and after how long. An execution setting:
+    not part of the lineage hash (docs/state-machines.md, "Retries and timeouts")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    count: int = Field(default=0, strict=True, ge=0, le=100, description="Attempts after the first one")
+    delaySeconds: float = Field(default=10.0, strict=True, ge=0, le=86_400, description="Wait before the first retry")
+    backoff: float = Field(
+        default=2.0, strict=True, ge=1, le=10, description="Each later wait is the previous one times this"
+    )
+
+    def delay(self, retry: int) -> float:
+        """Seconds to wait before retry number ``retry`` (1 = the first retry)."""
+        return self.delaySeconds * self.backoff ** max(retry - 1, 0)
+
+
 class Violation(BaseModel):
     loc: str = Field(description="Where, as a JSON path: actions[2].mainClassName")
     message: str
@@ -71,6 +100,9 @@ class ActionSpec(BaseModel):
     forceComputation: bool = False
     isManaged: bool = True
     outputPath: str | None = None
+    # Execution settings: how to run it, not what it computes (kept out of definition()).
+    retries: RetryPolicy = Field(default_factory=RetryPolicy)
+    timeoutSeconds: float | None = None
 
     def definition(self) -> dict[str, Any]:
         """The fields that define the computation: what equivalence is judged on."""
@@ -124,16 +156,24 @@ class _RawParam(BaseModel):
         return Param(key=self.key, value=text)
 
 
-class _RawAction(BaseModel):
-    """One action as submitted, in either format. Unknown fields are tolerated."""
+class _RawParent(BaseModel):
+    """A parent given as an object: ``{"id": 1}`` (either format's id field)."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid")
+    id: StrictInt | str | None = None
+    actionId: StrictInt | str | None = None
+
+
+class _RawAction(BaseModel):
+    """One action as submitted, in either format. A field it does not know is a violation."""
+
+    model_config = ConfigDict(extra="forbid")
 
     id: ActionId | None = None
     actionId: ActionId | None = None
     name: str | None = None
     type: str | None = None
-    parentActions: list[ActionId | dict[str, Any]] = Field(default_factory=list)
+    parentActions: list[StrictInt | str | _RawParent] = Field(default_factory=list)
     actionFolder: str | None = None
     mainClassName: str | None = None
     command: list[str] | None = None
@@ -142,6 +182,8 @@ class _RawAction(BaseModel):
     forceComputation: bool = False
     isManaged: bool | None = None
     outputPath: str | None = None
+    retries: RetryCount | RetryPolicy | None = None
+    timeoutSeconds: Seconds | None = None
 
     @field_validator("id", "actionId", mode="before")
     @classmethod
@@ -162,6 +204,43 @@ class _RawAction(BaseModel):
         return v
 
 
+class ExecutionDefaults(BaseModel):
+    """The workflow's ``defaults``: execution settings for every action that gives none."""
+
+    model_config = ConfigDict(extra="forbid")
+    retries: RetryCount | RetryPolicy | None = None
+    timeoutSeconds: Seconds | None = None
+
+
+# The model of each object level of an action and of ``defaults``, by the field holding it:
+# whose known fields an unknown field is compared with.
+_ACTION_PARTS = {
+    None: _RawAction,
+    "retries": RetryPolicy,
+    "additionalInput": _RawParam,
+    "configurationParameters": _RawParam,
+    "parentActions": _RawParent,
+}
+_DEFAULTS_PARTS = {None: ExecutionDefaults, "retries": RetryPolicy}
+
+
+def _policy(raw: int | RetryPolicy | None) -> RetryPolicy | None:
+    """``"retries": 2`` is shorthand for ``{"count": 2}`` with the default delays."""
+    return RetryPolicy(count=raw) if isinstance(raw, int) else raw
+
+
+def _defaults(body: dict[str, Any], violations: list[Violation]) -> ExecutionDefaults:
+    raw = body.get("defaults")
+    if raw is None:
+        return ExecutionDefaults()
+    try:
+        return ExecutionDefaults.model_validate(raw)
+    except ValidationError as exc:
+        for path, message in explain(exc, raw, _DEFAULTS_PARTS, "defaults"):
+            violations.append(Violation(loc=_join("defaults", path), field="defaults", message=message))
+        return ExecutionDefaults()
+
+
 def _params(raw: list | dict) -> list[Param]:
     if isinstance(raw, dict):
         return [Param(key=str(k), value=str(v)) for k, v in raw.items()]
@@ -179,11 +258,11 @@ def _normalize_type(raw: str) -> ActionType | None:
         return None
 
 
-def _loc(parts: tuple[Any, ...]) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out
+def _join(where: str, path: tuple[str | int, ...]) -> str:
+    """The location of ``path`` inside the value at ``where``."""
+    for p in path:
+        where = f"{where}[{p}]" if isinstance(p, int) else _key_loc(where, p)
+    return where
 
 
 def _is_clean_path(value: str) -> bool:
@@ -310,25 +389,41 @@ def parse_workflow(
     tainted = {int(m.group(1)) for v in violations if (m := _ACTION_LOC.match(v.loc))}
     if not isinstance(body, dict):
         return None, [*violations, Violation(loc="$", message="a workflow must be a JSON object")]
+    # A place the document checks already reject is reported once, by them.
+    documented, placed = len(violations), {v.loc for v in violations}
+    for key in body:
+        if key not in WORKFLOW_FIELDS:
+            message = unknown_field(key, WORKFLOW_FIELDS, "in the workflow")
+            violations.append(Violation(loc=_key_loc("", key), field=key, message=message))
     name = body.get("name", "workflow")
     if not isinstance(name, str) or not name.strip():
         violations.append(Violation(loc="name", field="name", message="name must be a non-empty string"))
         name = "workflow"
     raw_actions = body.get("actions")
-    if not isinstance(raw_actions, list) or not raw_actions:
+    if raw_actions is not None and not isinstance(raw_actions, list):
+        message = f"actions must be a list of action objects, not {kind(raw_actions)}"
+        violations.append(Violation(loc="actions", field="actions", message=message))
+        raw_actions = []
+    elif not raw_actions:
         violations.append(Violation(loc="actions", field="actions", message="a workflow must have at least one action"))
-        raw_actions = raw_actions if isinstance(raw_actions, list) else []
+        raw_actions = []
+
+    defaults = _defaults(body, violations)
 
     # Each parsed action keeps its position in the submitted list: locations point there.
     positions: list[int] = []
     actions: list[ActionSpec] = []
+    # Ids of actions rejected on their own: their children do not report them missing too.
+    rejected: set[ActionId] = set()
     for i, raw in enumerate(raw_actions):
-        action = _parse_action(i, raw, violations)
+        action = _parse_action(i, raw, violations, defaults)
         if action is not None:
             actions.append(action)
             positions.append(i)
             if parsed is not None and i not in tainted:
                 parsed.append((i, action))
+        elif (hint := _id_hint(raw)) is not None:
+            rejected.add(hint)
 
     # Stored actions are named "<workflow>.<id>": 1 and "1" would be one document, so they
     # are one id here too.
@@ -361,7 +456,7 @@ def parse_workflow(
             )
     for a in actions:
         for p in a.parents:
-            if p not in seen:
+            if p not in seen and p not in rejected:
                 violations.append(
                     Violation(
                         loc=f"actions[{seen.get(a.id, 0)}].parentActions",
@@ -398,6 +493,7 @@ def parse_workflow(
             )
         )
 
+    violations = [v for j, v in enumerate(violations) if j < documented or v.loc not in placed]
     if violations:
         return None, violations
     return WorkflowSpec(name=name.strip(), startActionId=start, endActionId=end, actions=actions), []
@@ -424,7 +520,9 @@ def _configuration_problems(conf: list[_RawParam] | dict[str, Any], atype: Actio
     return out
 
 
-def _parse_action(i: int, raw: Any, violations: list[Violation]) -> ActionSpec | None:
+def _parse_action(
+    i: int, raw: Any, violations: list[Violation], defaults: ExecutionDefaults | None = None
+) -> ActionSpec | None:
     where = f"actions[{i}]"
     if not isinstance(raw, dict):
         violations.append(Violation(loc=where, message="an action must be a JSON object"))
@@ -434,9 +532,10 @@ def _parse_action(i: int, raw: Any, violations: list[Violation]) -> ActionSpec |
     try:
         r = _RawAction.model_validate(raw)
     except ValidationError as exc:
-        for err in exc.errors():
-            field = str(err["loc"][0]) if err["loc"] else None
-            violations.append(Violation(loc=_loc((where, *err["loc"])), actionId=hint, field=field, message=err["msg"]))
+        owner = f"action {json.dumps(hint)}" if hint is not None else where
+        for path, message in explain(exc, raw, _ACTION_PARTS, owner):
+            field = path[0] if path and isinstance(path[0], str) else None
+            violations.append(Violation(loc=_join(where, path), actionId=hint, field=field, message=message))
         return None
 
     def bad(field: str, message: str) -> None:
@@ -457,8 +556,8 @@ def _parse_action(i: int, raw: Any, violations: list[Violation]) -> ActionSpec |
             bad("type", f"unknown action type {r.type!r} (known: {known})")
     parents: list[ActionId] = []
     for j, p in enumerate(r.parentActions):
-        pid = p.get("id", p.get("actionId")) if isinstance(p, dict) else p
-        if isinstance(pid, bool) or not isinstance(pid, int | str):
+        pid = (p.id if p.id is not None else p.actionId) if isinstance(p, _RawParent) else p
+        if pid is None:
             bad(f"parentActions[{j}]", 'a parent must be an action id or {"id": <action id>}')
         else:
             parents.append(pid)
@@ -498,4 +597,6 @@ def _parse_action(i: int, raw: Any, violations: list[Violation]) -> ActionSpec |
         forceComputation=r.forceComputation,
         isManaged=managed,
         outputPath=r.outputPath,
+        retries=_policy(r.retries) or _policy(defaults.retries if defaults else None) or RetryPolicy(),
+        timeoutSeconds=r.timeoutSeconds if r.timeoutSeconds is not None else (defaults and defaults.timeoutSeconds),
     )

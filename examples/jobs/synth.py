@@ -6,7 +6,8 @@ by parent id, then its own output path last). It reads every input, sleeps SECON
 and writes OUTPUT_DIR/part-00000 (SIZE_KB kilobytes, deterministic) plus OUTPUT_DIR/_lineage
 naming what it read. If PINGO_EXEC_LOG is set, it appends one line per execution there.
 If SYNTH_FAIL_ONCE names a file that does not exist yet, it creates it and fails (exit 4)
-instead: a computation that fails its first attempt only. SYNTH_FAIL=always: every attempt.
+instead: a computation that fails its first attempt only. With SYNTH_FAIL_TIMES=N as well,
+the file counts attempts (one line each) and the first N fail. SYNTH_FAIL=always: every attempt.
 
 On the Hadoop emulator (``pingo emulate-hadoop``) paths are HDFS paths: the emulator
 tells jobs where its HDFS namespace lives on disk in PINGO_EMULATOR_HDFS_ROOT, the way a
@@ -45,9 +46,10 @@ def main(argv: list[str]) -> int:
         digest.update(part.read_bytes()[:4096])
     time.sleep(seconds)
     marker = os.environ.get("SYNTH_FAIL_ONCE")
-    if os.environ.get("SYNTH_FAIL") == "always" or (marker and not os.path.exists(marker)):
+    if os.environ.get("SYNTH_FAIL") == "always" or (marker and failing(Path(marker))):
         if marker:
-            Path(marker).touch()
+            with open(marker, "a") as f:
+                f.write("failed\n")
         log_run(f"{label} failed")
         print(f"synth: {label} fails as asked", file=sys.stderr)
         return 4
@@ -60,6 +62,15 @@ def main(argv: list[str]) -> int:
     (output / "_lineage").write_text(f"{label}\n" + "".join(f"{i}\n" for i in inputs))
     log_run(label)
     return 0
+
+
+def failing(marker: Path) -> bool:
+    """This attempt fails: the first one (no marker yet), or one of the first SYNTH_FAIL_TIMES."""
+    times = os.environ.get("SYNTH_FAIL_TIMES")
+    if times is None:
+        return not marker.exists()
+    done = len(marker.read_text().splitlines()) if marker.exists() else 0
+    return done < int(times)
 
 
 def log_run(what: str) -> None:

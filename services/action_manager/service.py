@@ -18,7 +18,9 @@ import uuid
 
 from shared.events import Event, EventType
 from shared.executors.base import JobRequest
+from shared.lifecycle import attempts
 from shared.lifecycle.replanning import CannotReplan
+from shared.metrics import QUEUE_DEPTH, READY_TO_SUBMIT, SUBMIT_ERRORS
 from shared.runtime import Context
 from shared.states import ActionState
 from shared.store import actions as acts
@@ -69,6 +71,7 @@ class ActionManager:
         claimed = await self.claim(room)
         for action in claimed:
             await self.queue.put(action)
+        QUEUE_DEPTH.set(self.queue.qsize())
         # More may be READY than the queue holds: the submitters call for more as they empty it.
         self.backlog = len(claimed) >= room
         return self.backlog
@@ -96,6 +99,7 @@ class ActionManager:
     async def submitter(self) -> None:
         while True:
             action = await self.queue.get()
+            QUEUE_DEPTH.set(self.queue.qsize())
             if self.backlog and self.queue.qsize() <= self.queue.maxsize // 2:
                 self.backlog = False
                 self.ticker.poke()
@@ -160,6 +164,9 @@ class ActionManager:
                 "job_id": None,
                 "finish_lease_at": 0.0,
                 "executor": executor.name,
+                "started_at": None,  # an earlier attempt's
+                # Checked then; the clock really starts when the job runs (Outcomes.enforce_timeout).
+                **({"timeout_at": now + float(t)} if (t := action.get("timeout_seconds")) else {}),
             },
         )
         if res is None:
@@ -170,6 +177,10 @@ class ActionManager:
                 lease = {"lease_owner": self.owner, "lease_at": action["lease_at"]}
                 await self.outcomes.end(mine, A.KILLED, "killed", sources=[A.PROCESSING], where=lease, by=self.owner)
             return
+        # An action turns READY when its last parent ends: this is parent end -> child start.
+        ready = [h["at"] for h in res.get("history") or [] if h.get("state") == A.READY]
+        if ready:
+            READY_TO_SUBMIT.observe(max(0.0, now - ready[-1]))
         definition = res["definition"]
         try:
             await storage.prepare(attempt_path)
@@ -216,18 +227,22 @@ class ActionManager:
     async def submit_failed(self, action: ActionDoc, external_id: str, exc: Exception) -> None:
         """Back to READY, counted; past the retry ceiling the action ends FAILED, by the
         one ending protocol."""
+        SUBMIT_ERRORS.inc()
         errors = int(action.get("submit_errors", 0)) + 1
         message = f"submit failed ({errors}/{self.settings.submit_retry_ceiling}): {exc}"
         log.warning("%s: %s", action["_id"], message)
         guard = {"sources": [A.SUBMITTED], "where": {"external_id": external_id}, "note": message}
+        record = attempts.record(action, attempts.SUBMIT_FAILED, message)
         if (await acts.get(self.ctx.store, action["_id"], {"kill_requested": 1}) or {}).get("kill_requested"):
             # Killed while it was being submitted: no retry, it ends KILLED.
-            await self.outcomes.end(action, A.KILLED, "killed", message, by=self.owner, **guard)
+            await self.outcomes.end(action, A.KILLED, "killed", message, by=self.owner, record=record, **guard)
         elif errors >= self.settings.submit_retry_ceiling:
             await self.outcomes.end(
-                action, A.FAILED, "submit_failed", message, by=self.owner, set={"submit_errors": errors}, **guard
-            )
+                action, A.FAILED, "submit_failed", message, by=self.owner, set={"submit_errors": errors},
+                record=record, **guard,
+            )  # fmt: skip
         else:
             await self.mover.action(
-                action["_id"], A.READY, by=self.owner, set={"submit_errors": errors, "error": message}, **guard
-            )
+                action["_id"], A.READY, by=self.owner, set={"submit_errors": errors, "error": message},
+                push={"attempt_log": record}, **guard,
+            )  # fmt: skip

@@ -17,6 +17,9 @@ import time
 
 from aiohttp import web
 
+from shared import problems
+from shared.lifecycle import attempts
+from shared.metrics import CALLBACKS, POLL_LAG
 from shared.runtime import Context, health
 from shared.states import ActionState, WorkflowState
 from shared.store import actions as acts
@@ -43,7 +46,7 @@ class CallbackService:
         self.runner: web.AppRunner | None = None
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[problems.middleware])  # errors as RFC 9457 problems
         app.router.add_route("*", "/callback/{action_id}", self.on_callback)
         app.router.add_get("/healthz", health)
         return app
@@ -72,7 +75,9 @@ class CallbackService:
         matches = hmac.compare_digest(secret.encode(), (expected if valid else secrets.token_urlsafe(18)).encode())
         if not (valid and matches):
             log.warning("refused a callback for %r from %s", action_id, request.remote)
-            return web.json_response({"error": "wrong secret"}, status=403)
+            CALLBACKS.labels("refused").inc()
+            return problems.problem(403, "wrong secret")
+        CALLBACKS.labels("accepted").inc()
         task = asyncio.create_task(self.confirm(action_id, request.query.get("jobId")))
         self.pending.add(task)
         task.add_done_callback(self.pending.discard)
@@ -94,6 +99,8 @@ class CallbackService:
         return min(self.settings.poll_max_interval, self.settings.poll_interval * (1.5**polls))
 
     async def poll(self) -> bool:
+        await self.due_retries()
+        await self.due_timeouts()
         now = time.time()
         store = self.ctx.store
         due = [
@@ -106,6 +113,7 @@ class CallbackService:
         for a in due:
             if not await acts.claim_poll(store, a, now + self.backoff(int(a.get("poll_count", 0)) + 1)):
                 continue
+            POLL_LAG.observe(max(0.0, now - a["next_poll_at"]))
             try:
                 if not a.get("job_id"):
                     await self.recover_unrecorded(a)
@@ -115,6 +123,34 @@ class CallbackService:
             except Exception:
                 log.exception("polling %s failed; will retry", a["_id"])
         return len(due) >= 100
+
+    async def due_retries(self) -> None:
+        """RETRYING actions whose ``retry_at`` has passed go back to READY (one guarded move
+        each): the delay lives in the document, so it survives any restart."""
+        due = await acts.in_state(
+            self.ctx.store, A.RETRYING, {"retry_at": {"$lte": time.time()}},
+            {"retry_at": 1, "failed_attempts": 1, "kill_requested": 1, "workflow_id": 1}, sort="retry_at", limit=100,
+        )  # fmt: skip
+        for a in due:
+            if a.get("kill_requested"):
+                continue  # its workflow's kill ends it
+            try:
+                await self.outcomes.retry_due(a)
+            except Exception:
+                log.exception("readying %s for its retry failed; will retry", a["_id"])
+
+    async def due_timeouts(self) -> None:
+        """SUBMITTED/RUNNING actions whose ``timeout_at`` has passed: each check is claimed
+        (the next one pushed ``KILL_AGAIN_AFTER`` on), then the job's run time is judged."""
+        now, store = time.time(), self.ctx.store
+        for s in (A.SUBMITTED, A.RUNNING):
+            for a in await acts.in_state(store, s, {"timeout_at": {"$lte": now}}, sort="timeout_at", limit=100):
+                if not await acts.claim_timeout(store, a, now + attempts.KILL_AGAIN_AFTER):
+                    continue
+                try:
+                    await self.outcomes.enforce_timeout(a)
+                except Exception:
+                    log.exception("checking %s for its timeout failed; will retry", a["_id"])
 
     async def recover_unrecorded(self, action: ActionDoc) -> None:
         """SUBMITTED with no job id: its submitter died between submitting and recording."""
@@ -132,6 +168,7 @@ class CallbackService:
         await self.mover.action(
             action["_id"], A.READY, by=self.name, sources=[A.SUBMITTED],
             where={"external_id": action["external_id"], "job_id": None}, note="submitter lost before the job existed",
+            push={"attempt_log": attempts.record(action, attempts.LOST, "submitter lost before the job existed")},
         )  # fmt: skip
 
     async def repair(self) -> bool:

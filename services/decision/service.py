@@ -22,6 +22,7 @@ from pymongo.errors import DuplicateKeyError
 from shared.events import Event, EventType
 from shared.eviction import Candidate, Workload, get_algorithm
 from shared.eviction.budget import bytes_to_free
+from shared.metrics import CAPACITY_BYTES, DECISION_RUNS, USED_BYTES
 from shared.runtime import Context
 from shared.states import DatasetState
 from shared.store import actions as acts
@@ -90,13 +91,19 @@ class DecisionService:
         return Workload.from_actions(rows).with_datasets(docs.values())
 
     async def run_once(self) -> bool:
-        if not await take_lease(self.ctx, "decision", self.owner, max(30.0, 3 * self.settings.decision_interval)):
+        lease = max(self.settings.decision_lease, 3 * self.settings.decision_interval)
+        if not await take_lease(self.ctx, "decision", self.owner, lease):
             return False
         capacity = self.settings.capacity_bytes
         used = await self.usage()
+        # Set by the lease holder only: a standby's gauges keep its last reading.
+        USED_BYTES.set(used)
+        CAPACITY_BYTES.set(capacity)
         to_free = bytes_to_free(used, capacity, self.settings.threshold, self.settings.target)
         if not to_free:
+            DECISION_RUNS.labels("under_threshold").inc()
             return False
+        DECISION_RUNS.labels("over_threshold").inc()
         candidates = [
             Candidate(
                 d["_id"],
@@ -116,15 +123,18 @@ class DecisionService:
             len(chosen),
             to_free,
         )
-        for h in chosen:
-            # Its effect: the DATASET_MARKED event, which wakes the dataset managers.
+        for rank, h in enumerate(chosen, 1):
+            # Why it was chosen, kept with it: its DATASET_MARKED event (which wakes the
+            # dataset managers) says so to integrators.
+            mark = {"reason": "over_threshold", "rank": rank, "usage_bytes": used, "capacity_bytes": capacity,
+                    "to_free_bytes": to_free}  # fmt: skip
             await self.mover.dataset(
                 h,
                 D.STORED_TO_DELETE,
                 by=self.name,
                 sources=[D.STORED],
                 where={"claims": {"$size": 0}},
-                set={"marked_by": self.algorithm.name},
+                set={"marked_by": self.algorithm.name, "mark": mark},
                 note=self.algorithm.name,
             )
         return False

@@ -1,5 +1,5 @@
 """The gateway's middlewares: which requests get in, how long they may take, and that every
-answer, even to the unexpected, is JSON.
+error, even the unexpected, is a problem document (application/problem+json).
 
 The gateway runs workflows, and a workflow runs commands, so a web page must not be able
 to reach it through a user's browser:
@@ -18,7 +18,7 @@ Limits: a body must arrive within ``body_timeout`` (408, and the connection is c
 GET waits at most ``request_store_timeout`` for a MongoDB that cannot be reached and at most
 ``request_timeout`` for a slow one (PyMongo's client-side operation timeout). Either is a
 503 with ``Retry-After``, as is any store outage; anything else unexpected is a logged
-JSON 500.
+500. Every error, whoever answers it, is one RFC 9457 problem document (``problems.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,14 @@ from pymongo import AsyncMongoClient
 from pymongo.errors import ConnectionFailure, PyMongoError, ServerSelectionTimeoutError
 
 from shared.config import Settings
+from shared.problems import (
+    CROSS_ORIGIN,
+    HOST_NOT_ALLOWED,
+    STORE_UNAVAILABLE,
+    ProblemError,
+    ProblemResponse,
+    problem,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +57,8 @@ RETRY_AFTER_OUTAGE = 5  # seconds: a failover or a restart of the store takes ab
 CORS_ORIGIN = web.RequestKey("cors_origin", str)
 
 
-def error(status: int, message: str, headers: dict[str, str] | None = None, **extra: object) -> web.Response:
-    return web.json_response({"error": message, **extra}, status=status, headers=headers)
+# The name the handlers use for an error answer.
+error = problem
 
 
 def split_host(value: str) -> tuple[str, int | None]:
@@ -90,7 +98,7 @@ class Guard:
         self.origins = {o.strip().lower().rstrip("/") for o in settings.cors_origins}
 
     def install(self, app: web.Application) -> None:
-        # Outermost first: nothing inside ``errors`` can answer anything but JSON.
+        # Outermost first: nothing inside ``errors`` can answer an error but as a problem.
         app.middlewares.extend([self.errors, self.check_host, self.check_origin, self.check_body, self.store_deadline])
         app.on_response_prepare.append(self.cors_headers)
 
@@ -98,13 +106,20 @@ class Guard:
 
     @web.middleware
     async def errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        response = await self.answer(request, handler)
+        if isinstance(response, ProblemResponse):
+            response.locate(request.path_qs)
+        return response
+
+    async def answer(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
             return await handler(request)
+        except ProblemError as exc:
+            return exc.response
         except web.HTTPException as exc:
-            if exc.content_type == "application/json":
+            if exc.status < 400:
                 raise
-            messages = {413: f"request body too large (limit {self.settings.max_body_bytes} bytes)"}
-            return error(exc.status, messages.get(exc.status, exc.reason), headers=_kept_headers(exc))
+            return error(exc.status, self.http_detail(request, exc), headers=_kept_headers(exc))
         except PyMongoError as exc:
             # ConnectionFailure covers ServerSelectionTimeoutError, AutoReconnect and
             # NetworkTimeout; ``timeout`` marks the expiry of an operation's deadline.
@@ -115,10 +130,21 @@ class Guard:
                 503,
                 "the store (MongoDB) is unavailable or too slow; try again shortly",
                 headers={"Retry-After": str(RETRY_AFTER_OUTAGE)},
+                type=STORE_UNAVAILABLE,
                 retryAfter=RETRY_AFTER_OUTAGE,
             )
         except Exception as exc:
             return self.internal(request, exc)
+
+    def http_detail(self, request: web.Request, exc: web.HTTPException) -> str:
+        if exc.status == 413:
+            return f"request body too large (limit {self.settings.max_body_bytes} bytes)"
+        if exc.status == 404:
+            return f"no route {request.path!r}: the routes are listed in /api/v1/openapi.json"
+        if exc.status == 405:
+            allowed = exc.headers.get("Allow", "")
+            return f"{request.method} is not allowed on {request.path} (allowed: {allowed})"
+        return exc.reason
 
     def internal(self, request: web.Request, exc: Exception) -> web.Response:
         ref = uuid.uuid4().hex[:12]
@@ -137,7 +163,9 @@ class Guard:
         except ValueError:
             name = None
         if name is None or not self.host_allowed(name):
-            return error(400, f"host {raw!r} is not allowed: add it to PINGO_ALLOWED_HOSTS to serve it")
+            return error(
+                400, f"host {raw!r} is not allowed: add it to PINGO_ALLOWED_HOSTS to serve it", type=HOST_NOT_ALLOWED
+            )
         return await handler(request)
 
     def host_allowed(self, name: str) -> bool:
@@ -152,7 +180,9 @@ class Guard:
             return await handler(request)
         normalized = origin.strip().lower().rstrip("/")
         if normalized not in self.origins:
-            return error(403, f"cross-origin requests from {origin!r} are not allowed (PINGO_CORS_ORIGINS)")
+            return error(
+                403, f"cross-origin requests from {origin!r} are not allowed (PINGO_CORS_ORIGINS)", type=CROSS_ORIGIN
+            )
         request[CORS_ORIGIN] = origin
         if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
             return web.Response(
@@ -190,8 +220,8 @@ class Guard:
 
     @web.middleware
     async def check_body(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not request.body_exists:
-            return await handler(request)
+        if not request.body_exists or request.match_info.http_exception is not None:
+            return await handler(request)  # no body, or no such route or method (404, 405): nothing to read
         media, charset = request.content_type, request.charset
         is_json = media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
         if not is_json or (charset is not None and charset.lower().replace("-", "") != "utf8"):
@@ -250,7 +280,7 @@ class Guard:
 
 
 def _kept_headers(exc: web.HTTPException) -> dict[str, str]:
-    """The headers of an HTTP exception worth keeping in its JSON version (405's Allow)."""
+    """The headers of an HTTP exception worth keeping in its problem version (405's Allow)."""
     return {k: v for k, v in exc.headers.items() if k in ("Allow", "Retry-After", "Location")}
 
 

@@ -1,183 +1,232 @@
-"""The OpenAPI document served at ``/api/v1/openapi.json``."""
+"""The OpenAPI 3.1 document served at ``/api/v1/openapi.json``, generated from the models
+the handlers answer with (``views.py``), parse queries with (``queries.py``) and report
+errors with (``problems.py``): what is documented is what is sent.
+
+Every schema is a component (pydantic's ``$defs`` hoisted into ``components.schemas``);
+every operation has an ``operationId`` and lists each status it can answer, the guard's
+refusals included (``guard.py``: 400 for a host not allowed, 403 cross-origin, 408 slow
+body, 413 too large, 415 not JSON, 503 store unavailable, 500).
+"""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
-from shared.events import Event
-from shared.workflow_spec import Violation
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from services.workflow_manager import dry_run, queries, views
+from shared.events import Event, payload_models, payload_narrowing
+from shared.problems import PROBLEM_JSON, Problem
+from shared.workflow_spec import ExecutionDefaults, _RawAction
+
+REF = "#/components/schemas/{model}"
+API = "/api/v1"
+
+
+@dataclass(frozen=True)
+class Operation:
+    method: str
+    path: str
+    operation_id: str
+    summary: str
+    ok: dict[int, tuple[type[BaseModel] | dict[str, Any], str]]
+    errors: dict[int, str] = field(default_factory=dict)
+    query: type[queries.Query] | None = None
+    path_params: tuple[tuple[str, str], ...] = ()
+    body: bool = False
+    headers: dict[int, dict[str, str]] = field(default_factory=dict)
+
+
+WF_ID = (("id", "The workflow's id (wf-...)"),)
+EVENT_SCHEMA = {"type": "object", "description": "A JSON Schema (draft 2020-12) of the event envelope"}
+
+# Every route the gateway serves, in the order of the document.
+OPERATIONS: tuple[Operation, ...] = (
+    Operation(
+        "post", f"{API}/workflows", "submitWorkflow", "Submit a workflow (thesis or generator format)",
+        ok={201: (views.Plan, "Accepted, with the plan of every action"),
+            200: (dry_run.DryRun, "dryRun=true: the plan a submission would make now; nothing written")},
+        errors={400: "Malformed JSON, or nested too deeply, or bad query parameters",
+                422: "The workflow breaks rules; every violation listed",
+                503: "Planning was abandoned (submit again), or the store is unavailable"},
+        body=True, headers={201: {"Location": "The new workflow's URL"}}, query=dry_run.SubmitQuery,
+    ),
+    Operation(
+        "get", f"{API}/workflows", "listWorkflows", "List workflows, newest first",
+        ok={200: (views.WorkflowList, "One page of workflows")},
+        errors={400: "Bad query parameters; every one listed"}, query=queries.WorkflowQuery,
+    ),
+    Operation(
+        "get", f"{API}/workflows/{{id}}", "getWorkflow", "A workflow with every action",
+        ok={200: (views.WorkflowDetail, "The workflow")}, errors={404: "No such workflow"}, path_params=WF_ID,
+    ),
+    Operation(
+        "post", f"{API}/workflows/{{id}}/kill", "killWorkflow", "Kill a workflow",
+        ok={202: (views.Workflow, "Kill recorded; it is applied in the background")},
+        errors={404: "No such workflow", 409: "The workflow has already ended"}, path_params=WF_ID,
+    ),
+    Operation(
+        "get", f"{API}/workflows/{{id}}/timeline", "getWorkflowTimeline",
+        "Every transition of a workflow, its actions and their datasets, in time order",
+        ok={200: (views.Timeline, "One page of the timeline")},
+        errors={400: "Bad query parameters; every one listed", 404: "No such workflow"},
+        query=queries.TimelineQuery, path_params=WF_ID,
+    ),
+    Operation(
+        "get", f"{API}/datasets", "listDatasets", "Storage usage and datasets, most recently changed first",
+        ok={200: (views.DatasetList, "Usage, and one page of datasets")},
+        errors={400: "Bad query parameters; every one listed"}, query=queries.DatasetQuery,
+    ),
+    Operation(
+        "get", f"{API}/datasets/{{hash}}", "getDataset",
+        "A dataset with its lineage, producer, consumers and history",
+        ok={200: (views.DatasetDetail, "The dataset")}, errors={404: "No such dataset"},
+        path_params=(("hash", "The dataset's lineage hash"),),
+    ),
+    Operation(
+        "get", f"{API}/history/stats", "getHistoryStats", "Usage statistics per time bucket",
+        ok={200: (views.HistoryStats, "Buckets and totals")},
+        errors={400: "Bad query parameters; every one listed"}, query=queries.StatsQuery,
+    ),
+    Operation(
+        "get", f"{API}/openapi.json", "getOpenApi", "This document",
+        ok={200: ({"type": "object", "description": "OpenAPI 3.1"}, "The OpenAPI document")},
+    ),
+    Operation(
+        "get", f"{API}/events/schema", "getEventSchema", "The JSON Schema of the event envelope",
+        ok={200: (EVENT_SCHEMA, "The schema")},
+    ),
+    Operation(
+        "get", "/healthz", "health", "Liveness (answers any Host)", ok={200: (views.Health, "Alive")},
+    ),
+)  # fmt: skip
+
+# What any route may answer: the guard's refusals and the failures nobody planned for.
+COMMON_ERRORS = {
+    400: "The Host is not allowed (PINGO_ALLOWED_HOSTS)",
+    403: "A cross-origin request from an origin not in PINGO_CORS_ORIGINS",
+    408: "The request body did not arrive in time",
+    413: "The request body is larger than the limit",
+    415: "The request body is not UTF-8 application/json",
+    500: "An unexpected failure (logged with the reference given)",
+    503: "The store is unavailable or too slow; try again after Retry-After",
+}
+
+
+class SubmittedAction(_RawAction):
+    """One action as submitted, in either format (the parser's own model, under a public name)."""
+
+
+class WorkflowDefinition(BaseModel):
+    """What a submission's body holds; each action as the parser reads it (either format)."""
+
+    name: str | None = None
+    startActionId: int | str | None = None
+    endActionId: int | str | None = None
+    defaults: ExecutionDefaults | None = None
+    actions: list[SubmittedAction]
+
+
+def _components() -> tuple[dict[tuple[type[BaseModel], str], dict[str, Any]], dict[str, Any]]:
+    models: list[type[BaseModel]] = [
+        op.ok[s][0] for op in OPERATIONS for s in op.ok if isinstance(op.ok[s][0], type)
+    ]  # fmt: skip
+    pairs = [(m, "serialization") for m in dict.fromkeys([*models, Problem, Event, *payload_models()])]
+    pairs.append((WorkflowDefinition, "validation"))
+    refs, top = models_json_schema(pairs, ref_template=REF)  # type: ignore[arg-type]
+    schemas = top.get("$defs", {})
+    schemas["Event"]["allOf"] = payload_narrowing(REF)  # each type's payload (shared/events.py)
+    return refs, schemas
+
+
+def _parameters(op: Operation, schemas: dict[str, Any]) -> list[dict[str, Any]]:
+    out = [
+        {"name": name, "in": "path", "required": True, "description": text, "schema": {"type": "string"}}
+        for name, text in op.path_params
+    ]
+    if op.query is None:
+        return out
+    whole = op.query.model_json_schema(ref_template=REF)
+    for name, f in op.query.model_fields.items():
+        public = f.alias or name
+        # A parameter parsed from text (a time, a cursor) is documented as the text it is.
+        extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else None
+        schema = dict(extra) if extra else _not_null(whole["properties"][public])
+        description = schema.pop("description", None)
+        schema.pop("title", None)
+        param: dict[str, Any] = {"name": public, "in": "query", "required": False, "schema": schema}
+        # Only the definitions a parameter refers to (an enum of states; not a cursor's insides).
+        text = json.dumps(schema)
+        schemas.update({k: v for k, v in whole.get("$defs", {}).items() if REF.format(model=k) in text})
+        if description:
+            param["description"] = description
+        out.append(param)
+    return out
+
+
+def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """A query parameter is absent or a value, never null."""
+    options = [o for o in schema.get("anyOf", []) if o != {"type": "null"}]
+    if len(options) == 1:
+        rest = {k: v for k, v in schema.items() if k != "anyOf" and not (k == "default" and v is None)}
+        said = [t for t in (rest.get("description"), options[0].get("description")) if t]
+        return {**options[0], **rest, **({"description": "; ".join(said)} if said else {})}
+    return dict(schema)
+
+
+def _problem(description: str, status: int) -> dict[str, Any]:
+    response: dict[str, Any] = {"description": description, "content": {PROBLEM_JSON: {"schema": _ref("Problem")}}}
+    if status == 503:
+        response["headers"] = {"Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}}
+    return response
 
 
 def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
+    return {"$ref": REF.format(model=name)}
 
 
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
+@cache
 def document() -> dict[str, Any]:
-    errors = {
-        "400": _json(_ref("Error"), "Malformed JSON"),
-        "413": _json(_ref("Error"), "Body larger than the configured limit"),
-        "422": _json(_ref("Rejection"), "The workflow breaks rules; every violation listed"),
-    }
-    wf_id = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    refs, schemas = _components()
+    paths: dict[str, dict[str, Any]] = {}
+    for op in OPERATIONS:
+        responses: dict[str, Any] = {}
+        for status, (model, description) in op.ok.items():
+            schema = refs[(model, "serialization")] if isinstance(model, type) else model
+            response: dict[str, Any] = {"description": description, "content": {"application/json": {"schema": schema}}}
+            if status in op.headers:
+                named = op.headers[status].items()
+                response["headers"] = {n: {"description": text, "schema": {"type": "string"}} for n, text in named}
+            responses[str(status)] = response
+        for status in sorted({*COMMON_ERRORS, *op.errors}):
+            if op.path == "/healthz" and status == 400:
+                continue  # /healthz answers any Host
+            text = "; or ".join(t for t in (op.errors.get(status), COMMON_ERRORS.get(status)) if t)
+            responses[str(status)] = _problem(text, status)
+        operation: dict[str, Any] = {"operationId": op.operation_id, "summary": op.summary, "responses": responses}
+        if params := _parameters(op, schemas):
+            operation["parameters"] = params
+        if op.body:
+            body_schema = refs[(WorkflowDefinition, "validation")]
+            operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body_schema}}}
+        paths.setdefault(op.path, {})[op.method] = operation
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Pingo", "version": "1", "description": "Workflows computed once, outputs reused."},
-        "paths": {
-            "/api/v1/workflows": {
-                "post": {
-                    "summary": "Submit a workflow (thesis or generator format)",
-                    "requestBody": {
-                        "required": True,
-                        "content": {"application/json": {"schema": _ref("WorkflowDefinition")}},
-                    },
-                    "responses": {"201": _json(_ref("Plan"), "Accepted, with the plan"), **errors},
-                },
-                "get": {
-                    "summary": "List workflows",
-                    "parameters": [
-                        {"name": "state", "in": "query", "schema": {"type": "string"}},
-                        {"name": "name", "in": "query", "schema": {"type": "string"}},
-                        {"name": "limit", "in": "query", "schema": {"type": "integer", "maximum": 1000}},
-                        {
-                            "name": "before",
-                            "in": "query",
-                            "schema": {"type": "number"},
-                            "description": "Only workflows created before this Unix time (paging)",
-                        },
-                    ],
-                    "responses": {"200": _json({"type": "object"}, "Workflows, newest first")},
-                },
-            },
-            "/api/v1/workflows/{id}": {
-                "get": {
-                    "summary": "A workflow with every action",
-                    "parameters": wf_id,
-                    "responses": {
-                        "200": _json({"type": "object"}, "The workflow"),
-                        "404": _json(_ref("Error"), "No such workflow"),
-                    },
-                }
-            },
-            "/api/v1/workflows/{id}/kill": {
-                "post": {
-                    "summary": "Kill a workflow",
-                    "parameters": wf_id,
-                    "responses": {
-                        "202": _json({"type": "object"}, "Kill under way"),
-                        "404": _json(_ref("Error"), "No such workflow"),
-                        "409": _json(_ref("Error"), "Already ended"),
-                    },
-                }
-            },
-            "/api/v1/workflows/{id}/timeline": {
-                "get": {
-                    "summary": "Every transition, in time order",
-                    "parameters": wf_id,
-                    "responses": {"200": _json({"type": "object"}, "Timeline")},
-                }
-            },
-            "/api/v1/datasets": {
-                "get": {
-                    "summary": "Datasets",
-                    "parameters": [{"name": "state", "in": "query", "schema": {"type": "string"}}],
-                    "responses": {
-                        "200": _json(
-                            {"type": "object"},
-                            "Storage usage (capacityBytes, threshold, managedRootBytes, bytesByState) and datasets, "
-                            "most recently changed first: hash, state, path, size, files and checksum (as recorded "
-                            "at commit), committedAt, computeSeconds, computeCount, useCount, claims, producers",
-                        )
-                    },
-                }
-            },
-            "/api/v1/history/stats": {
-                "get": {
-                    "summary": "History statistics per time bucket (kept as transitions happen)",
-                    "parameters": [
-                        {"name": "resolution", "in": "query", "schema": {"enum": ["1m", "30m", "1d", "10d"]}},
-                        {
-                            "name": "from",
-                            "in": "query",
-                            "schema": {"type": "string"},
-                            "description": "ISO 8601 or Unix seconds; default: a day before to",
-                        },
-                        {"name": "to", "in": "query", "schema": {"type": "string"}, "description": "default: now"},
-                    ],
-                    "responses": {
-                        "200": _json(
-                            {"type": "object"},
-                            "buckets (start, end, workflows_submitted, actions_computed, "
-                            "actions_reused, actions_skipped, compute_seconds, saved_seconds, bytes_written, "
-                            "bytes_deleted, failures by reason) and totals",
-                        ),
-                        "400": _json(_ref("Error"), "Bad parameters, every problem listed"),
-                    },
-                }
-            },
-            "/api/v1/events/schema": {
-                "get": {
-                    "summary": "JSON Schema of the event envelope",
-                    "responses": {"200": _json({"type": "object"}, "Schema")},
-                }
-            },
+        "info": {
+            "title": "Pingo",
+            "version": "1",
+            "description": "Workflows computed once, outputs reused. Errors are RFC 9457 problem documents "
+            "(application/problem+json); lists are paged with the opaque cursor in next.",
         },
-        "components": {
-            "schemas": {
-                "Error": {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]},
-                "Violation": Violation.model_json_schema(),
-                "Rejection": {
-                    "type": "object",
-                    "properties": {
-                        "error": {"type": "string"},
-                        "violations": {"type": "array", "items": _ref("Violation")},
-                    },
-                },
-                "WorkflowDefinition": {
-                    "type": "object",
-                    "required": ["actions"],
-                    "properties": {
-                        "name": {"type": "string"},
-                        "startActionId": {},
-                        "endActionId": {},
-                        "actions": {"type": "array", "items": {"type": "object"}},
-                    },
-                },
-                "Plan": {
-                    "type": "object",
-                    "properties": {
-                        "id": {"type": "string"},
-                        "state": {"type": "string"},
-                        "actions": {
-                            "type": "array",
-                            "items": {
-                                "type": "object",
-                                "properties": {
-                                    "id": {"type": "string"},
-                                    "localId": {},
-                                    "name": {"type": "string"},
-                                    "hash": {"type": "string"},
-                                    "decision": {"enum": ["compute", "reuse"]},
-                                    "reason": {
-                                        "type": "string",
-                                        "description": "stored, in_flight (follows another computation), "
-                                        "feeds_only_reused, not_stored, forced, unmanaged; later takeover, "
-                                        "replanned, or why it ended",
-                                    },
-                                    "follows": {
-                                        "type": "string",
-                                        "description": "FOLLOWING: the action whose computation it waits for",
-                                    },
-                                    "outputPath": {"type": "string"},
-                                },
-                            },
-                        },
-                    },
-                },
-                "Event": Event.model_json_schema(),
-            }
-        },
+        "paths": paths,
+        "components": {"schemas": schemas},
     }
+
+
+def event_schema() -> dict[str, Any]:
+    """The event envelope's JSON Schema, standalone (its own ``$defs``)."""
+    return Event.model_json_schema()

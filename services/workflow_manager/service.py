@@ -5,20 +5,33 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
-from services.workflow_manager import guard, openapi
+from services.workflow_manager import guard, openapi, provenance, queries
+from services.workflow_manager.dry_run import SubmitQuery, dry_run
 from services.workflow_manager.guard import error
 from services.workflow_manager.submission import PlanningLost, fingerprints, resolve_paths, submit, undo
-from services.workflow_manager.views import action_view, dataset_view, timeline, workflow_view
-from shared.events import Event
+from services.workflow_manager.views import (
+    DatasetList,
+    HistoryStats,
+    Plan,
+    Timeline,
+    WorkflowList,
+    answer,
+    dataset_view,
+    planned_action,
+    produced_by,
+    timeline,
+    workflow_detail,
+    workflow_of,
+    workflow_view,
+)
+from shared.problems import ALREADY_ENDED, INVALID_WORKFLOW, MALFORMED_BODY, PLANNING_ABANDONED
 from shared.runtime import Context, health
-from shared.states import ActionState, DatasetState, WorkflowState
+from shared.states import ActionState, WorkflowState
 from shared.store import actions as acts
 from shared.store import datasets as ds
 from shared.store import stats
@@ -33,41 +46,7 @@ BY = "workflow_manager"
 # the client still sends for this long before closing: closing on unread input resets
 # the connection, and a reset can destroy the answer before the client reads it.
 LINGER = 1.0
-
-
-def parse_time(raw: str) -> float:
-    """Unix seconds or ISO 8601 (UTC unless it says otherwise). ValueError for anything else,
-    NaN and infinities included: they would reach MongoDB as range bounds."""
-    try:
-        value = float(raw)
-    except ValueError:
-        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-        try:
-            value = (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
-        except (OverflowError, OSError) as exc:
-            raise ValueError(raw) from exc
-    if not math.isfinite(value):
-        raise ValueError(raw)
-    return value
-
-
-def bad_query(problems: list[str]) -> web.Response:
-    """400 naming every bad query parameter at once."""
-    return error(400, "; ".join(problems), problems=problems)
-
-
-def query_limit(request: web.Request, default: int, ceiling: int, problems: list[str]) -> int:
-    raw = request.query.get("limit")
-    if raw is None:
-        return default
-    try:
-        limit = int(raw)
-    except ValueError:
-        limit = 0
-    if not 1 <= limit <= ceiling:
-        problems.append(f"limit must be an integer from 1 to {ceiling}, not {raw!r}")
-        return default
-    return limit
+TIE = "\x1f"  # between the parts of a timeline row's place in a cursor
 
 
 def _not_json(constant: str) -> Any:
@@ -95,6 +74,7 @@ class WorkflowManager:
         r.add_post("/api/v1/workflows/{id}/kill", self.kill_workflow)
         r.add_get("/api/v1/workflows/{id}/timeline", self.get_timeline)
         r.add_get("/api/v1/datasets", self.list_datasets)
+        r.add_get("/api/v1/datasets/{hash}", self.get_dataset)
         r.add_get("/api/v1/history/stats", self.history_stats)
         r.add_get("/api/v1/openapi.json", self.get_openapi)
         r.add_get("/api/v1/events/schema", self.get_event_schema)
@@ -119,7 +99,7 @@ class WorkflowManager:
         return web.json_response(openapi.document())
 
     async def get_event_schema(self, _: web.Request) -> web.Response:
-        return web.json_response(Event.model_json_schema())
+        return web.json_response(openapi.event_schema())
 
     async def sweep_planning(self) -> bool:
         """Undo workflows whose planner died mid-submission: their planning lease (renewed
@@ -140,15 +120,16 @@ class WorkflowManager:
         return False
 
     async def post_workflow(self, request: web.Request) -> web.Response:
+        q: SubmitQuery = queries.parse(request, SubmitQuery)
         raw = await request.read()  # already read by the guard, within the body deadline
         try:
             body = json.loads(raw, parse_constant=_not_json)
         except (ValueError, UnicodeDecodeError) as exc:
-            return error(400, f"malformed JSON: {exc}")
+            return error(400, f"malformed JSON: {exc}", type=MALFORMED_BODY)
         except RecursionError:
-            return error(400, "malformed JSON: nested too deeply")
+            return error(400, "malformed JSON: nested too deeply", type=MALFORMED_BODY)
         if (deep := too_deep(body)) is not None:
-            return error(400, f"malformed JSON: nested deeper than {MAX_DEPTH} levels",
+            return error(400, f"malformed JSON: nested deeper than {MAX_DEPTH} levels", type=MALFORMED_BODY,
                          violations=[deep.model_dump(exclude_none=True)])  # fmt: skip
         parsed: list = []
         spec, violations = parse_workflow(body, parsed)
@@ -158,44 +139,37 @@ class WorkflowManager:
         if not violations:
             prints, violations = await fingerprints(parsed, paths, self.ctx.storage)
         if violations:
-            return web.json_response(
-                {
-                    "error": f"the workflow has {len(violations)} violation(s)",
-                    "violations": [v.model_dump(exclude_none=True) for v in violations],
-                },
-                status=422,
+            return error(
+                422,
+                f"the workflow has {len(violations)} violation(s)",
+                type=INVALID_WORKFLOW,
+                violations=[v.model_dump(exclude_none=True) for v in violations],
             )
+        if q.dryRun:  # the plan a submission would make now; nothing is written
+            return answer(await dry_run(self.ctx, spec, paths, prints))
         try:
             result = await submit(self.ctx, body, spec, paths, prints)
         except PlanningLost:
-            response = error(503, "planning stalled and was abandoned; nothing was kept: submit again")
+            response = error(
+                503, "planning stalled and was abandoned; nothing was kept: submit again", type=PLANNING_ABANDONED
+            )
             response.headers["Retry-After"] = "1"
             return response
         wf, docs = result["workflow"], result["actions"]
         if wf.get("kill_requested") and wf["state"] == W.RUNNING:
             self.apply_kill(wf["_id"])  # killed while it was being planned
         docs.sort(key=lambda d: id_order(d["local_id"]))
-        return web.json_response(
-            {"id": wf["_id"], "state": wf["state"], "actions": [action_view(d, full=False) for d in docs]},
-            status=201,
-            headers={"Location": f"/api/v1/workflows/{wf['_id']}"},
-        )
+        plan = Plan(id=wf["_id"], state=wf["state"], actions=[planned_action(d) for d in docs])
+        return answer(plan, 201, headers={"Location": f"/api/v1/workflows/{wf['_id']}"})
 
     async def list_workflows(self, request: web.Request) -> web.Response:
-        problems = []
-        state, name, before = request.query.get("state"), request.query.get("name"), None
-        if state and state not in W.__members__:
-            problems.append(f"state must be one of {', '.join(W.__members__)}")
-        limit = query_limit(request, 50, 1000, problems)
-        if raw_before := request.query.get("before"):
-            try:
-                before = parse_time(raw_before)
-            except ValueError:
-                problems.append(f"before must be an ISO 8601 time or Unix seconds, not {raw_before!r}")
-        if problems:
-            return bad_query(problems)
-        found = await wfs.newest(self.ctx.store, limit, state=state, name=name, before=before)
-        return web.json_response({"workflows": [workflow_view(w) for w in found]})
+        q: queries.WorkflowQuery = queries.parse(request, queries.WorkflowQuery)
+        after = (float(q.cursor.key or 0), q.cursor.id) if q.cursor else None
+        found = await wfs.newest(self.ctx.store, q.limit + 1, state=q.state, name=q.name, before=q.before, after=after)
+        page, more = found[: q.limit], len(found) > q.limit
+        last = page[-1] if page else None
+        cursor = queries.encode_cursor(last.get("created_at"), last["_id"]) if more and last else None
+        return answer(WorkflowList(workflows=[workflow_view(w) for w in page], next=cursor))
 
     async def _workflow(self, request: web.Request) -> dict[str, Any] | None:
         return await wfs.get(self.ctx.store, request.match_info["id"], {"definition": 0})
@@ -208,16 +182,24 @@ class WorkflowManager:
         wf = await self._workflow(request)
         if wf is None:
             return error(404, f"no workflow {request.match_info['id']!r}")
-        return web.json_response(workflow_view(wf, await self._actions(wf["_id"])))
+        return answer(workflow_detail(wf, await self._actions(wf["_id"])))
 
     async def get_timeline(self, request: web.Request) -> web.Response:
+        q: queries.TimelineQuery = queries.parse(request, queries.TimelineQuery)
         wf = await self._workflow(request)
         if wf is None:
             return error(404, f"no workflow {request.match_info['id']!r}")
         actions = await self._actions(wf["_id"])
         hashes = sorted({a["hash"] for a in actions if a.get("managed")})
         datasets = list((await ds.get_many(self.ctx.store, hashes, {"history": 1})).values())
-        return web.json_response({"id": wf["_id"], "transitions": timeline(wf, actions, datasets)})
+        rows = timeline(wf, actions, datasets)
+        if q.cursor is not None:
+            after = (float(q.cursor.key or 0), *q.cursor.id.split(TIE, 2))
+            rows = [r for r in rows if (r.at, r.kind, r.id, r.state) > after]
+        page, more = rows[: q.limit], len(rows) > q.limit
+        last = page[-1] if more else None
+        cursor = queries.encode_cursor(last.at, TIE.join((last.kind, last.id, last.state))) if last else None
+        return answer(Timeline(id=wf["_id"], transitions=page, next=cursor))
 
     async def kill_workflow(self, request: web.Request) -> web.Response:
         """Record the kill and answer 202 at once; the work is done in the background, in
@@ -229,11 +211,11 @@ class WorkflowManager:
             existing = await wfs.get(self.ctx.store, wf_id, {"state": 1})
             if existing is None:
                 return error(404, f"no workflow {wf_id!r}")
-            return error(409, f"workflow {wf_id} already ended {existing['state']}")
+            return error(409, f"workflow {wf_id} already ended {existing['state']}", type=ALREADY_ENDED)
         if not wf.get("kill_requested") and wf["state"] == W.RUNNING:
             self.apply_kill(wf_id)
         # The document as it was before this request, with the kill now recorded.
-        return web.json_response(workflow_view({**wf, "kill_requested": True}), status=202)
+        return answer(workflow_view({**wf, "kill_requested": True}), 202)
 
     def apply_kill(self, wf_id: str) -> None:
         task = asyncio.create_task(self.outcomes.kill_workflow(wf_id))
@@ -248,61 +230,46 @@ class WorkflowManager:
     async def history_stats(self, request: web.Request) -> web.Response:
         """Per-bucket statistics between ``from`` and ``to`` (ISO 8601 or Unix seconds;
         default: the last day) at ``resolution`` 1m, 30m, 1d or 10d (default 30m)."""
-        problems = []
-        resolution = request.query.get("resolution", "30m")
-        if resolution not in stats.RESOLUTIONS:
-            problems.append(f"resolution must be one of {', '.join(stats.RESOLUTIONS)}")
-        now = time.time()
-        bounds = {}
-        for name, default in (("to", now), ("from", None)):
-            raw = request.query.get(name)
-            if raw is None:
-                bounds[name] = default
-                continue
-            try:
-                bounds[name] = parse_time(raw)
-            except ValueError:
-                problems.append(f"{name} must be an ISO 8601 time or Unix seconds, not {raw!r}")
-                bounds[name] = default
-        end = bounds["to"]
-        start = bounds["from"] if bounds["from"] is not None else end - 86_400
-        if start >= end:
-            problems.append("from must be before to")
-        width = stats.RESOLUTIONS.get(resolution, 1)
-        if not problems and (end - start) / width > stats.MAX_BUCKETS:
-            problems.append(
-                f"{(end - start) / width:.0f} buckets of {resolution}: use a coarser resolution or a shorter range"
-            )
-        if problems:
-            return bad_query(problems)
-        buckets = await stats.query(self.ctx.store, resolution, start, end)
+        q: queries.StatsQuery = queries.parse(request, queries.StatsQuery)
+        assert q.start is not None and q.end is not None  # the query model's defaults
+        buckets = await stats.query(self.ctx.store, q.resolution, q.start, q.end)
         totals = {k: sum(b[k] for b in buckets) for k in stats.COUNTERS}
         failures: dict[str, int] = {}
         for b in buckets:
             for reason, n in b["failures"].items():
                 failures[reason] = failures.get(reason, 0) + n
-        return web.json_response({"resolution": resolution, "from": start, "to": end, "buckets": buckets,
-                                  "totals": {**totals, "failures": failures}})  # fmt: skip
+        view = HistoryStats.model_validate(
+            {"resolution": q.resolution, "from": q.start, "to": q.end, "buckets": buckets,
+             "totals": {**totals, "failures": failures}}
+        )  # fmt: skip
+        return answer(view)
 
     async def list_datasets(self, request: web.Request) -> web.Response:
-        problems: list[str] = []
-        state = request.query.get("state")
-        if state and state not in DatasetState.__members__:
-            problems.append(f"state must be one of {', '.join(DatasetState.__members__)}")
-        limit = query_limit(request, 1000, 10_000, problems)
-        if problems:
-            return bad_query(problems)
-        docs = await ds.newest(self.ctx.store, limit, state)
-        by_state: dict[str, int] = {}
-        for d in docs:
-            by_state[d["state"]] = by_state.get(d["state"], 0) + int(d.get("size") or 0)
-        return web.json_response(
-            {
-                "capacityBytes": self.settings.capacity_bytes,
-                "threshold": self.settings.threshold,
-                # What the storage itself says is under the managed root (GETCONTENTSUMMARY on HDFS).
-                "managedRootBytes": await self.ctx.storage.usage(),
-                "bytesByState": by_state,
-                "datasets": [dataset_view(d) for d in docs],
-            }
+        q: queries.DatasetQuery = queries.parse(request, queries.DatasetQuery)
+        after = (float(q.cursor.key or 0), q.cursor.id) if q.cursor else None
+        docs, by_state, usage = await asyncio.gather(
+            ds.newest(self.ctx.store, q.limit + 1, q.state, after=after),
+            ds.bytes_by_state(self.ctx.store),
+            # What the storage itself says is under the managed root (GETCONTENTSUMMARY on HDFS).
+            self.ctx.storage.usage(),
         )
+        page, more = docs[: q.limit], len(docs) > q.limit
+        cursor = queries.encode_cursor(page[-1].get("updated_at"), page[-1]["_id"]) if more else None
+        makers = {workflow_of(p) for p in map(produced_by, page) if p}
+        names = await wfs.names(self.ctx.store, makers) if makers else {}
+        view = DatasetList(
+            capacityBytes=self.settings.capacity_bytes,
+            threshold=self.settings.threshold,
+            managedRootBytes=usage,
+            bytesByState=by_state,
+            datasets=[dataset_view(d, names) for d in page],
+            next=cursor,
+        )
+        return answer(view)
+
+    async def get_dataset(self, request: web.Request) -> web.Response:
+        h = request.match_info["hash"]
+        d = await ds.get(self.ctx.store, h)
+        if d is None:
+            return error(404, f"no dataset {h!r}")
+        return answer(await provenance.detail(self.ctx.store, d))

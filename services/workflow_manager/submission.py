@@ -19,6 +19,8 @@ from typing import Any
 from shared.config import Settings
 from shared.hashing import workflow_hashes
 from shared.lifecycle.lost import check_whole
+from shared.lifecycle.moves import outcome
+from shared.metrics import REUSE_HITS, SAVED_SECONDS
 from shared.planning import PlannedAction, plan
 from shared.runtime import Context
 from shared.states import ACTION_LIVE, DATASET_REUSABLE, ActionState, DatasetState, WorkflowState
@@ -342,6 +344,8 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
             for d in docs:  # followers of an identical action of this workflow
                 if d.get("follows") in by_id:
                     by_id[d["follows"]]["followers"].append(d["_id"])
+                if d["state"] == A.REUSED:  # the size of what it reuses, for its event
+                    d["size"] = (gate.known.get(d["hash"]) or {}).get("size")
             # Actions become claimable by the action managers once inserted: insert them only
             # while this planner provably holds the workflow, so the sweep cannot undo it under them.
             if not await lease.renew():
@@ -371,19 +375,24 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
         }
         if final == W.SUCCEEDED:
             extra["finished_at"] = time.time()
-        # Its effects: WORKFLOW_SUBMITTED (and WORKFLOW_FINISHED when nothing is computed),
-        # and the submission statistics.
+            extra["outcome"] = outcome(docs)
+        # Its effects: WORKFLOW_SUBMITTED, its actions' arrivals (READY ones wake the action
+        # managers; REUSED, SKIPPED, FOLLOWING announce their outcome), WORKFLOW_FINISHED
+        # when nothing is computed, and the submission statistics.
         # Its live actions, added to whatever their moves counted already (a fast action may
         # end before this move): settling reads the count (docs/state-machines.md, "Workflow").
         live = sum(d["state"] in ACTION_LIVE for d in docs)
         wf = await ctx.mover(BY).workflow(
-            wf_id, final, sources=[W.PLANNING], where={"planner": token}, set=extra, inc={"open_actions": live}
-        )
+            wf_id, final, sources=[W.PLANNING], where={"planner": token}, set=extra, inc={"open_actions": live},
+            arrivals=docs,
+        )  # fmt: skip
     if wf is None:
         # The sweep undid it between our last renewal and now: take back what we wrote.
         await release(ctx, wf_id, "planning interrupted")
         raise PlanningLost(wf_id)
-    await ctx.mover(BY).arrived("action", docs)  # the READY ones wake the action managers
+    # Counted once the plan is written: a plan undone by the sweep reused nothing.
+    REUSE_HITS.inc(extra["planned"]["actions_reused"])
+    SAVED_SECONDS.inc(extra["planned"]["saved_seconds"])
     return {"workflow": wf, "actions": docs}
 
 

@@ -1,15 +1,113 @@
-"""How workflows, actions and datasets look over HTTP (camelCase, times as Unix seconds)."""
+"""How workflows, actions and datasets look over HTTP (camelCase, times as Unix seconds).
+
+Every answer is one of the models here, built by the handlers from the stored documents
+and serialized by the model: the OpenAPI document (``openapi.py``) is generated from the
+same models, so the two cannot drift apart.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.states import ActionState, DatasetState, WorkflowState
 from shared.store import datasets as ds
 from shared.store.transitions import decode
 
+ActionId = int | str
 
-def action_view(a: dict[str, Any], full: bool = True) -> dict[str, Any]:
-    out = {
+
+class View(BaseModel):
+    # Documents may hold fields a view does not show; a view never has fields it does not declare.
+    model_config = ConfigDict(extra="forbid")
+
+
+def answer(view: BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, headers=headers, content_type="application/json", text=view.model_dump_json())
+
+
+def workflow_href(wf_id: str) -> str:
+    return f"/api/v1/workflows/{wf_id}"
+
+
+def workflow_of(action_id: str) -> str:
+    """The workflow of an action: its id is ``<workflow id>.<local id>`` and workflow ids
+    (``wf-<hex>``) hold no dot."""
+    return action_id.split(".", 1)[0]
+
+
+# --- actions and workflows -------------------------------------------------------------------
+
+
+class PlannedAction(View):
+    """An action as planned: what a submission answers, per action."""
+
+    id: str
+    localId: ActionId
+    name: str
+    hash: str = Field(description="The lineage hash: the dataset this action produces")
+    decision: str = Field(description="compute or reuse")
+    reason: str | None = Field(
+        description="stored, in_flight (follows another computation), feeds_only_reused, not_stored, forced, "
+        "unmanaged; later takeover, replanned, or why it ended"
+    )
+    state: ActionState
+    outputPath: str | None
+    follows: str | None = Field(None, description="FOLLOWING: the action whose computation it waits for")
+
+
+class Attempt(View):
+    """One attempt of an action that ended (docs/state-machines.md, "Retries and timeouts")."""
+
+    attempt: int
+    jobId: str | None
+    executor: str | None
+    submittedAt: float | None
+    startedAt: float | None
+    endedAt: float | None
+    outcome: str = Field(description="succeeded, failed, timed_out, killed, submit_failed or lost")
+    error: str | None = Field(description="Why it ended, as the executor or Pingo said")
+
+
+def attempt_view(r: dict[str, Any]) -> Attempt:
+    return Attempt(
+        attempt=r.get("attempt") or 0, jobId=r.get("job_id"), executor=r.get("executor"),
+        submittedAt=r.get("submitted_at"), startedAt=r.get("started_at"), endedAt=r.get("ended_at"),
+        outcome=r.get("outcome") or "", error=r.get("error"),
+    )  # fmt: skip
+
+
+class Action(PlannedAction):
+    """An action with everything recorded about its run."""
+
+    type: str | None
+    managed: bool | None
+    forceComputation: bool | None
+    parents: list[ActionId]
+    attempts: int
+    attemptLog: list[Attempt] = Field(description="Each attempt that ended, oldest first")
+    failedAttempts: int = Field(description="Attempts that failed or timed out (what its retries count)")
+    retryAt: float | None = Field(description="RETRYING: when its next attempt is due")
+    retries: dict[str, float] | None = Field(description="Its retry policy: count, delaySeconds, backoff")
+    timeoutSeconds: float | None = Field(description="How long one attempt may run before it is killed")
+    submitErrors: int
+    jobId: str | None
+    createdAt: float | None
+    submittedAt: float | None
+    startedAt: float | None
+    finishedAt: float | None
+    seconds: float | None
+    size: int | None
+    error: str | None
+    followers: list[str]
+    successor: str | None
+    takeoverOf: str | None
+
+
+def _planned_fields(a: dict[str, Any]) -> dict[str, Any]:
+    return {
         "id": a["_id"],
         "localId": a["local_id"],
         "name": a["name"],
@@ -18,36 +116,68 @@ def action_view(a: dict[str, Any], full: bool = True) -> dict[str, Any]:
         "reason": a.get("reason"),
         "state": a["state"],
         "outputPath": a.get("output_path"),
+        "follows": a.get("follows") or None,
     }
-    if a.get("follows"):
-        out["follows"] = a["follows"]  # the action computing its dataset (in_flight)
-    if full:
-        out.update(
-            {
-                "type": a.get("type"),
-                "managed": a.get("managed"),
-                "forceComputation": a.get("force"),
-                "parents": a.get("parent_local_ids", []),
-                "attempts": a.get("attempt", 0),
-                "submitErrors": a.get("submit_errors", 0),
-                "jobId": a.get("job_id"),
-                "createdAt": a.get("created_at"),
-                "submittedAt": a.get("submitted_at"),
-                "startedAt": a.get("started_at"),
-                "finishedAt": a.get("finished_at"),
-                "seconds": a.get("seconds"),
-                "size": a.get("size"),
-                "error": a.get("error"),
-                "followers": a.get("followers", []),
-                "successor": a.get("successor"),
-                "takeoverOf": a.get("takeover_of"),
-            }
-        )
-    return out
 
 
-def workflow_view(wf: dict[str, Any], actions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    out = {
+def planned_action(a: dict[str, Any]) -> PlannedAction:
+    return PlannedAction(**_planned_fields(a))
+
+
+def action_view(a: dict[str, Any]) -> Action:
+    return Action(
+        **_planned_fields(a),
+        type=a.get("type"),
+        managed=a.get("managed"),
+        forceComputation=a.get("force"),
+        parents=a.get("parent_local_ids", []),
+        attempts=a.get("attempt", 0),
+        attemptLog=[attempt_view(r) for r in a.get("attempt_log") or []],
+        failedAttempts=a.get("failed_attempts", 0),
+        retryAt=a.get("retry_at") if a["state"] == ActionState.RETRYING else None,
+        retries=a.get("retries"),
+        timeoutSeconds=a.get("timeout_seconds"),
+        submitErrors=a.get("submit_errors", 0),
+        jobId=a.get("job_id"),
+        createdAt=a.get("created_at"),
+        submittedAt=a.get("submitted_at"),
+        startedAt=a.get("started_at"),
+        finishedAt=a.get("finished_at"),
+        seconds=a.get("seconds"),
+        size=a.get("size"),
+        error=a.get("error"),
+        followers=a.get("followers", []),
+        successor=a.get("successor"),
+        takeoverOf=a.get("takeover_of"),
+    )
+
+
+class Plan(View):
+    """A submitted workflow (201): its id and what each action will do."""
+
+    id: str
+    state: WorkflowState
+    actions: list[PlannedAction]
+
+
+class Workflow(View):
+    id: str
+    name: str | None
+    state: WorkflowState
+    counts: dict[str, int] | None = Field(description="Planned actions: compute, reuse, follow")
+    createdAt: float | None
+    finishedAt: float | None
+    error: str | None
+    killRequested: bool
+    href: str
+
+
+class WorkflowDetail(Workflow):
+    actions: list[Action]
+
+
+def _workflow_fields(wf: dict[str, Any]) -> dict[str, Any]:
+    return {
         "id": wf["_id"],
         "name": wf.get("name"),
         "state": wf["state"],
@@ -56,34 +186,168 @@ def workflow_view(wf: dict[str, Any], actions: list[dict[str, Any]] | None = Non
         "finishedAt": wf.get("finished_at"),
         "error": wf.get("error"),
         "killRequested": bool(wf.get("kill_requested")),
-    }
-    if actions is not None:
-        out["actions"] = [action_view(a) for a in actions]
-    return out
-
-
-def dataset_view(d: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "hash": d["_id"],
-        "state": d["state"],
-        "path": d.get("path"),
-        "size": d.get("size"),
-        # As recorded at commit: what verification before a reuse compares against.
-        "files": d.get("files"),
-        "checksum": d.get("checksum"),
-        "committedAt": d.get("committed_at"),
-        "computeSeconds": ds.mean_seconds(d),
-        "computeCount": int(d.get("compute_count") or 0),
-        "useCount": d.get("use_count", 0),
-        "claims": d.get("claims", []),
-        "producers": d.get("producers", []),
-        "lastUsedAt": d.get("last_used_at"),
-        "createdAt": d.get("created_at"),
-        "updatedAt": d.get("updated_at"),
+        "href": workflow_href(wf["_id"]),
     }
 
 
-def timeline(wf: dict[str, Any], actions: list[dict[str, Any]], datasets: list[dict[str, Any]]) -> list[dict]:
+def workflow_view(wf: dict[str, Any]) -> Workflow:
+    return Workflow(**_workflow_fields(wf))
+
+
+def workflow_detail(wf: dict[str, Any], actions: list[dict[str, Any]]) -> WorkflowDetail:
+    return WorkflowDetail(**_workflow_fields(wf), actions=[action_view(a) for a in actions])
+
+
+class WorkflowList(View):
+    workflows: list[Workflow] = Field(description="Newest first")
+    next: str | None = Field(description="Cursor of the next page (pass it as ?cursor=); null on the last page")
+
+
+# --- datasets ----------------------------------------------------------------------------------
+
+
+class WorkflowLink(View):
+    id: str
+    name: str | None = None
+    href: str
+
+
+class Dataset(View):
+    hash: str
+    state: DatasetState
+    path: str | None
+    size: int | None
+    files: int | None = Field(description="As recorded at commit: what a verification before a reuse compares")
+    checksum: str | None = Field(description="As recorded at commit")
+    committedAt: float | None
+    computeSeconds: float | None = Field(description="Mean time of one computation; null if never computed")
+    computeCount: int
+    useCount: int
+    claims: list[str] = Field(description="Actions that will read it: it is not deleted while any remain")
+    producers: list[str] = Field(description="Actions computing it now")
+    producedBy: str | None = Field(description="The action whose output it is (or the one computing it now)")
+    workflow: WorkflowLink | None = Field(description="The workflow of producedBy")
+    lastUsedAt: float | None
+    createdAt: float | None
+    updatedAt: float | None
+    href: str
+
+
+def produced_by(d: dict[str, Any]) -> str | None:
+    """The action whose output the dataset is: the one that committed it, else the one computing it now."""
+    return d.get("produced_by") or next(iter(d.get("producers") or []), None)
+
+
+def dataset_view(d: dict[str, Any], names: dict[str, str | None] | None = None) -> Dataset:
+    """``names``: workflow names by id, for the link to the producing workflow."""
+    producers = d.get("producers", [])
+    producer = produced_by(d)
+    wf_id = workflow_of(producer) if producer else None
+    return Dataset(
+        hash=d["_id"],
+        state=d["state"],
+        path=d.get("path"),
+        size=d.get("size"),
+        files=d.get("files"),
+        checksum=d.get("checksum"),
+        committedAt=d.get("committed_at"),
+        computeSeconds=ds.mean_seconds(d),
+        computeCount=int(d.get("compute_count") or 0),
+        useCount=d.get("use_count", 0),
+        claims=d.get("claims", []),
+        producers=producers,
+        producedBy=producer,
+        workflow=WorkflowLink(id=wf_id, name=(names or {}).get(wf_id), href=workflow_href(wf_id)) if wf_id else None,
+        lastUsedAt=d.get("last_used_at"),
+        createdAt=d.get("created_at"),
+        updatedAt=d.get("updated_at"),
+        href=f"/api/v1/datasets/{d['_id']}",
+    )
+
+
+class DatasetList(View):
+    capacityBytes: int
+    threshold: float
+    managedRootBytes: int | None = Field(description="What the storage says is under the managed root")
+    bytesByState: dict[str, int] = Field(description="Size of every dataset, in each state (not only this page's)")
+    datasets: list[Dataset] = Field(description="Most recently changed first")
+    next: str | None = Field(description="Cursor of the next page (pass it as ?cursor=); null on the last page")
+
+
+class Transition(View):
+    state: str
+    at: float
+    by: str | None = None
+    note: str | None = None
+
+
+class Lineage(View):
+    model_config = ConfigDict(extra="allow")
+
+    definition: Any = Field(description="The canonical definition of the computation, as hashed")
+    parents: list[str] = Field(description="The hashes of the datasets it was computed from, in argument order")
+
+
+class ActionLink(View):
+    id: str
+    name: str
+    state: ActionState
+    decision: str
+    reason: str | None
+    workflow: WorkflowLink
+    createdAt: float | None
+
+
+class Consumer(ActionLink):
+    relation: str = Field(description="reused (took it instead of computing), followed (waited for its "
+                          "computation), or read (an action with it as input)")  # fmt: skip
+
+
+class DatasetDetail(Dataset):
+    lineage: Lineage | None
+    parents: list[str] = Field(description="Hashes of its parent datasets (links: /api/v1/datasets/{hash})")
+    producer: ActionLink | None = Field(description="The action that computed what is stored, or computes it now")
+    computations: list[ActionLink] = Field(description="Every action that computed it, newest first")
+    consumers: list[Consumer] = Field(description="Actions that reused, followed or read it, newest first")
+    history: list[Transition]
+
+
+def action_link(a: dict[str, Any], workflows: dict[str, dict[str, Any]]) -> ActionLink:
+    wf = workflows.get(a["workflow_id"], {})
+    return ActionLink(
+        id=a["_id"],
+        name=a["name"],
+        state=a["state"],
+        decision=a["decision"],
+        reason=a.get("reason"),
+        workflow=WorkflowLink(id=a["workflow_id"], name=wf.get("name"), href=workflow_href(a["workflow_id"])),
+        createdAt=a.get("created_at"),
+    )
+
+
+def history_of(d: dict[str, Any]) -> list[Transition]:
+    return [Transition(state=h["state"], at=h["at"], by=h.get("by"), note=h.get("note")) for h in d.get("history", [])]
+
+
+# --- timeline and statistics -------------------------------------------------------------------
+
+
+class TimelineEntry(View):
+    at: float
+    kind: str = Field(description="workflow, action or dataset")
+    id: str = Field(description="The id (actions: with their name in brackets)")
+    state: str
+    by: str | None
+    note: str | None
+
+
+class Timeline(View):
+    id: str
+    transitions: list[TimelineEntry] = Field(description="In time order")
+    next: str | None = Field(description="Cursor of the next page (pass it as ?cursor=); null on the last page")
+
+
+def timeline(wf: dict[str, Any], actions: list[dict[str, Any]], datasets: list[dict[str, Any]]) -> list[TimelineEntry]:
     """Every transition of a workflow, its actions and their datasets, in time order."""
     rows = []
     for kind, docs in (("workflow", [wf]), ("action", actions), ("dataset", datasets)):
@@ -92,14 +356,39 @@ def timeline(wf: dict[str, Any], actions: list[dict[str, Any]], datasets: list[d
             label = d["_id"] if kind != "action" else f"{d['_id']} ({d['name']})"
             for h in d.get("history", []):
                 rows.append(
-                    {
-                        "at": h["at"],
-                        "kind": kind,
-                        "id": label,
-                        "state": h["state"],
-                        "by": h.get("by"),
-                        "note": h.get("note"),
-                    }
+                    TimelineEntry(at=h["at"], kind=kind, id=label, state=h["state"], by=h.get("by"), note=h.get("note"))
                 )
-    rows.sort(key=lambda r: r["at"])
+    # Ties in time broken by what they are, so that a page boundary is a fixed place.
+    rows.sort(key=lambda r: (r.at, r.kind, r.id, r.state))
     return rows
+
+
+class Totals(View):
+    workflows_submitted: int
+    actions_computed: int
+    actions_reused: int
+    actions_skipped: int
+    compute_seconds: float
+    saved_seconds: float
+    bytes_written: int
+    bytes_deleted: int
+    failures: dict[str, int] = Field(description="Failed actions by reason")
+
+
+class Bucket(Totals):
+    start: float
+    end: float
+
+
+class HistoryStats(View):
+    resolution: str
+    from_: float = Field(alias="from")
+    to: float
+    buckets: list[Bucket] = Field(description="Oldest first; empty ones included as zeros when there are few")
+    totals: Totals
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+
+class Health(View):
+    ok: bool

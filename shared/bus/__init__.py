@@ -1,6 +1,6 @@
 """The event bus port, with a RabbitMQ adapter and an in-process one."""
 
-from shared.bus.base import Bus, Handler, topic_matches
+from shared.bus.base import Bus, Handler, bind_type, topic_matches
 from shared.config import Settings
 
 
@@ -14,4 +14,4 @@ def make_bus(settings: Settings) -> Bus:
     return MemoryBus()
 
 
-__all__ = ["Bus", "Handler", "make_bus", "topic_matches"]
+__all__ = ["Bus", "Handler", "bind_type", "make_bus", "topic_matches"]

@@ -28,10 +28,18 @@ class Bus(Protocol):
         """
 
     async def subscribe(self, queue: str, keys: list[str], handler: Handler) -> None:
-        """Deliver events whose type matches one of ``keys`` (AMQP topic patterns) to ``handler``.
+        """Deliver events whose type matches one of ``keys`` (AMQP topic patterns) to ``handler``,
+        whatever their owner and workflow: each is bound as ``bind_type(key)``.
 
         Replicas subscribing with the same ``queue`` name share its messages.
         """
+
+
+def bind_type(pattern: str) -> str:
+    """The binding of an event type pattern: events are routed as ``<type>.<owner>.<workflow>``
+    (``Event.routing_key``), so ``action.ready`` binds ``action.ready.#``. An event routed by
+    its type alone (published before schema 2) matches it too."""
+    return f"{pattern}.#"
 
 
 def topic_matches(pattern: str, key: str) -> bool:

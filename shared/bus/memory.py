@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections import defaultdict
 
-from shared.bus.base import Handler, topic_matches
+from shared.bus.base import Handler, bind_type, topic_matches
 from shared.events import Event
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ class MemoryBus:
     async def publish(self, event: Event) -> None:
         self.published.append(event)
         for queue, keys in self._queues.items():
-            if any(topic_matches(k, event.type.value) for k in keys):
+            if any(topic_matches(bind_type(k), event.routing_key) for k in keys):
                 handlers = self._handlers[queue]
                 # Replicas on one queue share its messages, round robin, as on RabbitMQ.
                 i = self._next[queue] % len(handlers)

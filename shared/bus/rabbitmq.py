@@ -1,6 +1,7 @@
 """RabbitMQ adapter (aio-pika).
 
-One durable topic exchange; a durable queue per service, shared by its replicas;
+One durable topic exchange, events routed as ``<type>.<owner>.<workflow>`` (``Event.routing_key``;
+a service binds the types it wants as ``<type>.#``); a durable queue per service, shared by its replicas;
 persistent messages with publisher confirms; manual ack; a handler that keeps failing
 sends the message to the dead-letter queue after ``max_redeliveries``. The robust
 connection reconnects and re-declares everything (exchanges, queues, bindings,
@@ -31,7 +32,7 @@ from typing import Any
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
-from shared.bus.base import Handler
+from shared.bus.base import Handler, bind_type
 from shared.events import Event
 
 log = logging.getLogger(__name__)
@@ -239,7 +240,7 @@ class RabbitBus:
             # The whole publish is bounded: a robust channel may otherwise wait for a
             # reconnection that takes as long as the outage.
             async with asyncio.timeout(self.confirm_timeout):
-                await self._exchange.publish(message, routing_key=event.type.value)
+                await self._exchange.publish(message, routing_key=event.routing_key)
         except asyncio.CancelledError as exc:
             if _cancelled_here():
                 raise
@@ -257,7 +258,7 @@ class RabbitBus:
             queue, durable=True, arguments={"x-dead-letter-exchange": self.dead_letter_exchange}
         )
         for key in keys:
-            await q.bind(self._exchange, routing_key=key)
+            await q.bind(self._exchange, routing_key=bind_type(key))
 
         async def on_message(message: AbstractIncomingMessage) -> None:
             try:

@@ -14,6 +14,7 @@ from xml.etree import ElementTree as ET
 
 import aiohttp
 from aiohttp_retry import RetryClient
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from shared.hadoop.http import RETRIED_EXCEPTIONS, retrying_client
 
@@ -25,6 +26,11 @@ class OozieError(Exception):
     def __init__(self, status: int, code: str | None, message: str, what: str) -> None:
         self.status, self.code, self.message = status, code, message
         super().__init__(f"Oozie {what}: HTTP {status} {code or ''} {message}".replace("  ", " "))
+
+
+def _worth_retrying(error: BaseException) -> bool:
+    """A server error or no answer (status 0): the job may or may not exist. A 4xx is final."""
+    return isinstance(error, OozieError) and (error.status == 0 or error.status >= 500)
 
 
 def configuration_xml(properties: dict[str, str]) -> bytes:
@@ -70,31 +76,54 @@ class Oozie:
 
     async def submit(self, properties: dict[str, str], external_id: str, attempts: int = 5) -> str:
         """POST /jobs?action=start. A 5xx or a lost answer may still have created the job, so
-        the external id is looked up before trying again: never two jobs for one id."""
+        the external id is looked up before trying again, and after the last try: never two
+        jobs for one id. Backoff 0.2 s doubling to 5 s (tenacity)."""
         body = configuration_xml(properties)
-        for attempt in range(attempts):
-            try:
-                async with self.client.post(
-                    f"{self.base}/v1/jobs",
-                    params={"action": "start", "user.name": self.user},
-                    data=body,
-                    headers={"Content-Type": "application/xml;charset=UTF-8"},
-                ) as resp:
-                    if resp.status == 201:
-                        return (await resp.json(content_type=None))["id"]
-                    error = await self._error(resp, "submit")
-                    if resp.status < 500:
-                        raise error
-            except tuple(RETRIED_EXCEPTIONS) as exc:
-                error = OozieError(0, None, f"transport error: {exc!r}", "submit")
-            log.warning("submit of %s failed (%s); looking it up before retrying", external_id, error)
-            await asyncio.sleep(min(5.0, 0.2 * 2**attempt))
-            try:
-                if existing := await self.find(external_id):
-                    return existing
-            except (OozieError, *RETRIED_EXCEPTIONS):
-                pass
-        raise error
+        waits = wait_exponential(multiplier=0.2, max=5.0)
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(attempts),
+            wait=waits,
+            retry=retry_if_exception(_worth_retrying),
+            before_sleep=lambda state: log.warning(
+                "submit of %s failed (%s); looking it up before retrying", external_id, state.outcome.exception()
+            ),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    if attempt.retry_state.attempt_number > 1 and (existing := await self._lookup(external_id)):
+                        return existing
+                    return await self._start(body)
+        except OozieError as error:
+            if not _worth_retrying(error):
+                raise
+            await asyncio.sleep(min(5.0, 0.2 * 2 ** (attempts - 1)))
+            if existing := await self._lookup(external_id):
+                return existing
+            raise
+        raise AssertionError("unreachable: tenacity returns or raises")
+
+    async def _start(self, body: bytes) -> str:
+        try:
+            async with self.client.post(
+                f"{self.base}/v1/jobs",
+                params={"action": "start", "user.name": self.user},
+                data=body,
+                headers={"Content-Type": "application/xml;charset=UTF-8"},
+            ) as resp:
+                if resp.status == 201:
+                    return (await resp.json(content_type=None))["id"]
+                raise await self._error(resp, "submit")
+        except tuple(RETRIED_EXCEPTIONS) as exc:
+            raise OozieError(0, None, f"transport error: {exc!r}", "submit") from exc
+
+    async def _lookup(self, external_id: str) -> str | None:
+        """The job a failed submission may have created; None if none or Oozie cannot say."""
+        try:
+            return await self.find(external_id)
+        except (OozieError, *RETRIED_EXCEPTIONS):
+            return None
 
     async def status(self, job_id: str) -> str:
         if self._v2 is None:

@@ -25,6 +25,7 @@ from typing import Any
 import networkx as nx
 
 from shared.executors.base import Executor, JobState, JobStatus
+from shared.lifecycle import attempts
 from shared.lifecycle.following import Following
 from shared.lifecycle.moves import Mover
 from shared.states import ACTION_LIVE, ActionState
@@ -40,7 +41,7 @@ A = ActionState
 # Kill requests sent to the executor at once when a whole workflow is killed.
 KILL_CONCURRENCY = 16
 # States of an action that has no job: a kill or a failed parent ends them directly.
-NO_JOB = [A.WAITING, A.READY, A.PROCESSING]
+NO_JOB = [A.WAITING, A.READY, A.PROCESSING, A.RETRYING]
 # What a workflow's kill ends in bulk: no job, or only another's job to wait for.
 KILLED_IN_BULK = [*NO_JOB, A.FOLLOWING]
 
@@ -73,9 +74,11 @@ class Outcomes:
     async def apply(self, action: ActionDoc, status: JobStatus) -> None:
         job = {"job_id": action["job_id"]}
         if status.state == JobState.RUNNING and action["state"] == A.SUBMITTED:
+            started = status.started_at or time.time()
+            timeout = action.get("timeout_seconds")
             await self.mover.action(
                 action["_id"], A.RUNNING, by=self.by, sources=[A.SUBMITTED], where=job,
-                set={"started_at": status.started_at or time.time()},
+                set={"started_at": started, **({"timeout_at": started + float(timeout)} if timeout else {})},
             )  # fmt: skip
         elif status.state in (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED):
             # Duplicated notifications and the poller may report the same end at once, from
@@ -86,11 +89,23 @@ class Outcomes:
             try:
                 if status.state == JobState.SUCCEEDED:
                     await self.succeed(action, status)
+                elif action.get("kill_requested"):
+                    await self.end(
+                        action, A.KILLED, "killed", status.error or "killed", sources=[A.SUBMITTED, A.RUNNING],
+                        where=job, record=attempts.record(action, attempts.KILLED, status.error, status),
+                    )  # fmt: skip
+                elif attempts.timed_out(action):
+                    message = attempts.timeout_message(float(action.get("timeout_seconds") or 0))
+                    await self.fail_attempt(action, "timed_out", message, status, outcome=attempts.TIMED_OUT)
+                elif status.state == JobState.FAILED:
+                    await self.fail_attempt(action, "action_failed", status.error or "action_failed", status)
                 else:
-                    killed = bool(action.get("kill_requested"))
-                    reason = "killed" if killed else "action_failed"
-                    await self.end(action, A.KILLED if killed else A.FAILED, reason, status.error or reason,
-                                   sources=[A.SUBMITTED, A.RUNNING], where=job)  # fmt: skip
+                    # Killed outside Pingo (not by a kill or a timeout): someone meant it, no retry.
+                    await self.end(
+                        action, A.FAILED, "action_failed", status.error or "killed outside Pingo",
+                        sources=[A.SUBMITTED, A.RUNNING], where=job,
+                        record=attempts.record(action, attempts.KILLED, status.error, status),
+                    )  # fmt: skip
             finally:
                 await acts.drop_finish_lease(self.store, action["_id"], token)
 
@@ -103,10 +118,11 @@ class Outcomes:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
                 return
         try:
-            await self.storage.commit(attempt, final, replace=bool(action.get("force")))
+            # An unmanaged output is the user's latest result, never a kept dataset: always replaced.
+            replace = bool(action.get("force")) or not action.get("managed")
+            await self.storage.commit(attempt, final, replace=replace)
         except FileNotFoundError as exc:
-            await self.end(action, A.FAILED, "output_missing", str(exc), sources=[A.SUBMITTED, A.RUNNING],
-                           where={"job_id": action["job_id"]})  # fmt: skip
+            await self.fail_attempt(action, "output_missing", str(exc), status)
             return
         # A managed dataset's checksum is taken whatever PINGO_VERIFY_REUSE says: it is what
         # a later check at the checksum level compares against. An unmanaged output is never reused.
@@ -128,7 +144,9 @@ class Outcomes:
         await self.ready_children(action)
         done = await self.mover.action(
             action["_id"], A.FINISHED, by=self.by, sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
+            push={"attempt_log": attempts.record(action, attempts.SUCCEEDED, None, status)},
             set={
+                "error": None,  # an earlier attempt's, if it was retried
                 "finished_at": time.time(),
                 "size": size,
                 "seconds": seconds,
@@ -140,6 +158,79 @@ class Outcomes:
             # Children re-planning added while it committed (the list is final now), then followers.
             await self.ready_children(done, skip=action.get("children"))
             await self.following.resolve(done)
+
+    async def fail_attempt(
+        self, action: ActionDoc, reason: str, error: str, status: JobStatus | None, outcome: str = attempts.FAILED
+    ) -> None:
+        """A SUBMITTED/RUNNING action's job ended without success, timed out, or left no
+        output. If its retries allow, it waits in RETRYING for its next attempt, keeping
+        what it holds (claims, producer mark, followers: the computation goes on); else
+        it ends FAILED. A kill requested meanwhile wins: it ends KILLED."""
+        job = {"job_id": action["job_id"]}
+        entry = attempts.record(action, outcome, error, status)
+        retry = attempts.next_retry(action)
+        if retry is None:
+            failed = int(action.get("failed_attempts") or 0) + 1
+            await self.end(action, A.FAILED, reason, error, sources=[A.SUBMITTED, A.RUNNING], where=job,
+                           set={"failed_attempts": failed}, record=entry)  # fmt: skip
+            return
+        failed, delay = retry
+        if action.get("attempt_path"):
+            await self.storage.discard(action["attempt_path"])
+        retry_at = time.time() + delay
+        moved = await self.mover.action(
+            action["_id"], A.RETRYING, by=self.by, sources=[A.SUBMITTED, A.RUNNING],
+            where={**job, "kill_requested": {"$ne": True}},
+            set={"failed_attempts": failed, "retry_at": retry_at, "error": error, "reason": reason},
+            push={"attempt_log": entry},
+            note=f"attempt {entry['attempt']}: {error}; retry {failed}/{attempts.policy(action).count} in {delay:g} s",
+        )  # fmt: skip
+        if moved is not None:
+            return
+        fresh = await acts.get(self.store, action["_id"])
+        if fresh and fresh.get("kill_requested") and fresh["state"] in (A.SUBMITTED, A.RUNNING):
+            if fresh.get("job_id") == action["job_id"]:  # its workflow is being killed: no retry
+                await self.end(fresh, A.KILLED, "killed", error, sources=[A.SUBMITTED, A.RUNNING], where=job,
+                               record={**entry, "outcome": attempts.KILLED})  # fmt: skip
+
+    async def retry_due(self, action: ActionDoc) -> ActionDoc | None:
+        """RETRYING -> READY once ``retry_at`` has passed: one guarded move, so however many
+        pollers see it due, the next attempt is made once. A flagged action is left to
+        its workflow's kill."""
+        return await self.mover.action(
+            action["_id"], A.READY, by=self.by, sources=[A.RETRYING],
+            where={"retry_at": action["retry_at"], "kill_requested": {"$ne": True}},
+            note=f"retry {action.get('failed_attempts')} due",
+        )  # fmt: skip
+
+    async def enforce_timeout(self, action: ActionDoc) -> None:
+        """A SUBMITTED/RUNNING action whose ``timeout_at`` has passed: if its job has run
+        for longer than ``timeout_seconds``, record that it timed out, then kill it; its
+        end (seen by the poller) is then a failed attempt with the timeout as reason.
+        Otherwise move the deadline to where it really is (the clock starts when the job
+        runs, not while it waits for a slot)."""
+        timeout, job_id = action.get("timeout_seconds"), action.get("job_id")
+        if not timeout or not job_id or action.get("job_handed_to"):
+            return
+        if attempts.timed_out(action):
+            await self.executor.kill(job_id)  # asked before; the job has not ended yet
+            return
+        status = await self.executor.status(job_id)
+        now = time.time()
+        if status.state in (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED, JobState.UNKNOWN):
+            return  # it ended in time: the poller finishes it
+        if status.state == JobState.PREP:
+            await acts.check_timeout_at(self.store, action, now + float(timeout))
+            return
+        started = status.started_at or action.get("started_at") or now
+        if started + float(timeout) > now:
+            await acts.check_timeout_at(self.store, action, started + float(timeout))
+            return
+        marked = await acts.mark_timed_out(self.store, action, now)
+        if marked is None:
+            return
+        log.info("%s: %s; killing %s", action["_id"], attempts.timeout_message(float(timeout)), job_id)
+        await self.executor.kill(job_id)
 
     async def ready_children(self, action: ActionDoc, skip: list[str] | None = None) -> None:
         for child_id in action.get("children", []):
@@ -167,12 +258,16 @@ class Outcomes:
     async def end(
         self, action: ActionDoc, target: ActionState, reason: str, error: str | None = None, *,
         sources: list[ActionState], where: dict[str, Any] | None = None, set: dict[str, Any] | None = None,
-        note: str | None = None, cascade: bool = True, by: str | None = None,
+        note: str | None = None, cascade: bool = True, by: str | None = None, record: dict[str, Any] | None = None,
     ) -> ActionDoc | None:  # fmt: skip
         """End ``action`` FAILED or KILLED: hand its computation to a follower (if any),
         free what it held, end (KILLED) the descendants that waited on it, then the
         guarded terminal move from ``sources`` (narrowed by ``where``), then its other
-        followers follow the successor. Its workflow settles once, after the cascade."""
+        followers follow the successor. Its workflow settles once, after the cascade.
+        An attempt in flight leaves its ``record`` (by default one named after ``target``)."""
+        if record is None and action.get("attempt") and {A.SUBMITTED, A.RUNNING} >= {*sources}:
+            outcome = attempts.KILLED if target == A.KILLED else attempts.FAILED
+            record = attempts.record(action, outcome, error or reason)
         async with self.mover.batch():
             # Most actions have no follower: one indexed query, and nothing more to do for them.
             followed = bool(await acts.following(self.store, action["_id"]))
@@ -185,6 +280,7 @@ class Outcomes:
             ended = await self.mover.action(
                 action["_id"], target, by=by or self.by, sources=sources, where=where, note=note or reason,
                 set={**(set or {}), "finished_at": time.time(), "error": error or reason, "reason": reason},
+                push={"attempt_log": record} if record else None,
             )  # fmt: skip
             if ended is not None:
                 new = [c for c in ended.get("children", []) if c not in action.get("children", [])]

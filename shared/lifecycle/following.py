@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 A = ActionState
 # Failures of the computation itself, as opposed to a kill or a lost submission.
-COMPUTATION_FAILED = frozenset({"action_failed", "output_missing", "upstream_failed"})
+COMPUTATION_FAILED = frozenset({"action_failed", "output_missing", "timed_out", "upstream_failed"})
 # Elections held in one call before giving up (each lost one is a successor gone meanwhile).
 ELECTIONS = 5
 # What a successor adopting a running job takes from the producer.
@@ -137,7 +137,10 @@ class Following:
                 moved = await self.mover.action(
                     fid, handed["state"], **guard, note=f"adopted the job of {pid}",
                     set={**common, **{k: handed.get(k) for k in JOB_FIELDS},
-                         "next_poll_at": now, "poll_count": 0, "finish_lease_at": 0.0},
+                         "next_poll_at": now, "poll_count": 0, "finish_lease_at": 0.0,
+                         # The adopted job runs under the successor's own timeout, from its start.
+                         **({"timeout_at": (handed.get("started_at") or now) + float(t)}
+                            if (t := follower.get("timeout_seconds")) else {})},
                 )  # fmt: skip
                 if moved is not None:
                     log.info("%s adopted the running job %s of %s", fid, handed["job_id"], pid)

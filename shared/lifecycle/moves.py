@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.bus import Bus
-from shared.events import Event, EventType, Subject
-from shared.lifecycle.effects import Effect, effects_of
+from shared.events import Event, EventType, Subject, checked
+from shared.lifecycle.effects import PAYLOAD_OF, Effect, effects_of
 from shared.states import (
     ACTION_TERMINAL,
     ACTION_TRANSITIONS,
@@ -77,15 +77,21 @@ class Mover:
         return await self._move("dataset", h, target, by, kw)
 
     async def workflow(
-        self, workflow_id: str, target: WorkflowState, *, by: str | None = None, **kw: Any
-    ) -> Doc | None:
-        return await self._move("workflow", workflow_id, target, by, kw)
+        self, workflow_id: str, target: WorkflowState, *, by: str | None = None, arrivals: list[Doc] | None = None,
+        **kw: Any,
+    ) -> Doc | None:  # fmt: skip
+        """``arrivals``: the actions its planning created, whose arrival effects come
+        with this move's (after WORKFLOW_SUBMITTED, before WORKFLOW_FINISHED)."""
+        return await self._move("workflow", workflow_id, target, by, kw, arrivals)
 
-    async def _move(self, entity: str, doc_id: Any, target: str, by: str | None, kw: dict[str, Any]) -> Doc | None:
+    async def _move(
+        self, entity: str, doc_id: Any, target: str, by: str | None, kw: dict[str, Any],
+        arrivals: list[Doc] | None = None,
+    ) -> Doc | None:  # fmt: skip
         coll = self.store.db[COLLECTIONS[entity]]
         doc = await transition(coll, TABLES[entity], doc_id, target, by=by or self.producer, **kw)
         if doc is not None:
-            await self.apply(entity, [doc], source_of(doc, kw.get("sources")), target)
+            await self.apply(entity, [doc], source_of(doc, kw.get("sources")), target, arrivals)
         return doc
 
     async def actions_many(
@@ -115,12 +121,20 @@ class Mover:
             await self.apply("action", docs, source, target)
         return moved
 
-    async def publish(self, event_type: EventType, entity: str, doc: Doc, **payload: Any) -> None:
-        """One event about ``doc``: every effect's, and the one that follows no move (an
-        action's job id was recorded: ACTION_SUBMITTED)."""
+    async def publish(self, event_type: EventType, entity: str, doc: Doc, **extra: Any) -> None:
+        """One event about ``doc``, its payload read from it (``extra`` on top): the one that
+        follows no move (an action's job id was recorded: ACTION_SUBMITTED)."""
+        payload = PAYLOAD_OF[event_type](doc)
+        if payload is not None:
+            await self._publish(event_type, entity, doc, {**payload, **extra})
+
+    async def _publish(self, event_type: EventType, entity: str, doc: Doc, payload: dict[str, Any]) -> None:
         await self.bus.publish(
-            Event(type=event_type, producer=self.producer, subject=subject(entity, doc), payload=payload)
-        )
+            Event(
+                type=event_type, producer=self.producer, subject=subject(entity, doc),
+                payload=checked(event_type, payload),
+            )
+        )  # fmt: skip
 
     async def arrived(self, entity: str, docs: list[Doc]) -> None:
         """Documents just created in their initial state: the effects of arriving there."""
@@ -130,8 +144,13 @@ class Mover:
         for state, group in by_state.items():
             await self.apply(entity, group, None, state)
 
-    async def apply(self, entity: str, docs: list[Doc], source: str | None, target: str) -> None:
+    async def apply(
+        self, entity: str, docs: list[Doc], source: str | None, target: str, arrivals: list[Doc] | None = None
+    ) -> None:
         for effect in effects_of(entity, source, target):
+            if effect.after_arrivals and arrivals:
+                await self.arrived("action", arrivals)
+                arrivals = None
             if effect.open_delta:  # first: what settling reads
                 by_workflow: dict[str, int] = {}
                 for d in docs:
@@ -150,11 +169,13 @@ class Mover:
             # waits for its broker confirm, so they go out together, not one confirm apart.
             for i in range(0, len(events), PUBLISH_CONCURRENCY):
                 await asyncio.gather(
-                    *(self.publish(t, entity, d, **body) for t, d, body in events[i : i + PUBLISH_CONCURRENCY])
+                    *(self._publish(t, entity, d, body) for t, d, body in events[i : i + PUBLISH_CONCURRENCY])
                 )
             if effect.settle:
                 for wf_id in dict.fromkeys(d["workflow_id"] for d in docs):
                     await self.settle(wf_id)
+        if arrivals:
+            await self.arrived("action", arrivals)
 
     async def _count(self, effect: Effect, docs: list[Doc]) -> None:
         """One statistics write per instant and failure reason, however many documents."""
@@ -203,7 +224,9 @@ class Mover:
                 if live != wf.get("open_actions"):
                     await wfs.recount_open(self.store, workflow_id, live, wf.get("last_move_at"))
             return None
-        return await self.workflow(workflow_id, final, sources=[W.RUNNING], set={"finished_at": time.time()})
+        return await self.workflow(
+            workflow_id, final, sources=[W.RUNNING], set={"finished_at": time.time(), "outcome": outcome(actions)}
+        )
 
     @contextlib.asynccontextmanager
     async def batch(self) -> AsyncIterator[None]:
@@ -221,6 +244,16 @@ class Mover:
             _settle_later.reset(token)
         for wf_id in sorted(pending):
             await self.settle(wf_id)
+
+
+def outcome(actions: list[Doc]) -> dict[str, int]:
+    """How a workflow's actions ended (read at its end; WORKFLOW_FINISHED says it)."""
+    tally = {"finished": 0, "reused": 0, "skipped": 0, "failed": 0, "killed": 0}
+    for a in actions:
+        key = str(a["state"]).lower()
+        if key in tally:
+            tally[key] += 1
+    return tally
 
 
 def subject(entity: str, d: Doc) -> Subject:

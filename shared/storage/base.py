@@ -3,7 +3,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from shared.sizes import human
+
 ATTEMPTS_DIR = ".pingo-attempts"
+# Rounds of "move the current output aside, rename ours in" before a replacement gives up
+# (each lost round is another commit replacing the same output at that moment).
+REPLACE_ROUNDS = 5
 # An action folder is fingerprinted on every submission that names it: a folder larger
 # than this (say, a whole home directory) is refused rather than hashed each time.
 MAX_FINGERPRINT_FILES = 5_000
@@ -16,8 +21,8 @@ class FolderTooLarge(ValueError):
     def __init__(self, files: int, size: int) -> None:
         super().__init__(
             f"actionFolder holds {files if files <= MAX_FINGERPRINT_FILES else f'more than {MAX_FINGERPRINT_FILES}'} "
-            f"files and {size} bytes; an action folder may hold at most {MAX_FINGERPRINT_FILES} files and "
-            f"{MAX_FINGERPRINT_BYTES} bytes (point actionFolder at the folder of the action's own files)"
+            f"files and {human(size)}; an action folder may hold at most {MAX_FINGERPRINT_FILES} files and "
+            f"{human(MAX_FINGERPRINT_BYTES)} (point actionFolder at the folder of the action's own files)"
         )
 
 
@@ -69,8 +74,11 @@ class Storage(Protocol):
 
     async def commit(self, attempt: str, final: str, replace: bool = False) -> bool:
         """Move the attempt's output to ``final``. The first commit wins: a later one is
-        discarded (False) unless ``replace``. Repeating a done commit is True. No output
-        at either path raises FileNotFoundError: the action did not keep its contract."""
+        discarded (False) unless ``replace``, whose output takes the place of what is there
+        (moved aside, then removed; the last replacing commit wins). Repeating a done
+        commit is True, and finishes a replacement cut off before it removed the old
+        output. No output at either path raises FileNotFoundError: the action did not keep
+        its contract."""
 
     async def discard(self, path: str) -> None: ...
 

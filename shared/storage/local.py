@@ -17,11 +17,10 @@ import logging
 import os
 import shutil
 import stat
-import uuid
 from pathlib import Path
 
-from shared.storage.base import ATTEMPTS_DIR, Entry, Integrity, check_fingerprint_size
-from shared.storage.names import path_name
+from shared.storage.base import ATTEMPTS_DIR, REPLACE_ROUNDS, Entry, Integrity, check_fingerprint_size
+from shared.storage.names import aside_name, path_name
 
 log = logging.getLogger(__name__)
 
@@ -147,29 +146,53 @@ class LocalStorage:
 
     def _commit(self, attempt: Path, final: Path, replace: bool) -> bool:
         final.parent.mkdir(parents=True, exist_ok=True)
-        if not attempt.exists():
-            if final.exists():
+        aside = final.with_name(aside_name(final.name, attempt.name))
+        if not os.path.lexists(attempt):
+            if os.path.lexists(final):
                 self._seal(final)  # a repeated commit: done before (perhaps cut off before sealing)
+                if replace:
+                    remove_tree(aside)  # ...or before it removed the output it replaced
                 return True
             raise FileNotFoundError(f"the action reported success but its output {attempt} does not exist")
-        if replace and final.exists():
-            trash = final.with_name(f".{final.name}.replaced.{uuid.uuid4().hex[:8]}")
-            os.rename(final, trash)
-            os.rename(attempt, final)
-            self._seal(final)
-            remove_tree(trash)
-            return True
-        try:
-            if final.exists():
-                raise FileExistsError(final)
-            os.rename(attempt, final)
-        except OSError as exc:
-            if not isinstance(exc, FileExistsError) and exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
-                raise
-            self._delete(attempt)
-            return False
+        if replace:
+            self._replace(attempt, final, aside)
+        else:
+            try:
+                if os.path.lexists(final):
+                    raise FileExistsError(final)
+                os.rename(attempt, final)
+            except OSError as exc:
+                if not isinstance(exc, FileExistsError) and exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+                self._delete(attempt)
+                return False
         self._seal(final)
+        if replace:
+            remove_tree(aside)
         return True
+
+    @staticmethod
+    def _replace(attempt: Path, final: Path, aside: Path) -> None:
+        """Put ``attempt`` at ``final``, whatever is there. A rename over a file (or an empty
+        folder) is atomic; a folder with contents cannot be renamed over, so it is first
+        renamed aside: for that instant ``final`` does not exist, and a reader sees either
+        the old output, nothing, or the new one, never a mix. The caller removes ``aside``
+        once the new output is in; a commit cut off in between finds it there on its retry.
+        Another replacement committing at the same moment can take ``final`` between the
+        two renames: then its output is moved aside too (the last one to commit wins)."""
+        for _ in range(REPLACE_ROUNDS):
+            try:
+                os.rename(attempt, final)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.EISDIR, errno.ENOTDIR):
+                    raise
+            remove_tree(aside)  # a crashed earlier try's: the output it moved aside is obsolete too
+            try:
+                os.rename(final, aside)
+            except FileNotFoundError:
+                pass  # moved away meanwhile: the next rename finds the path free
+        raise OSError(errno.EBUSY, f"{final} kept being replaced by other commits; {attempt} left in place")
 
     async def discard(self, path: str) -> None:
         await self.delete(path)

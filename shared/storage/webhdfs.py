@@ -13,11 +13,10 @@ import asyncio
 import hashlib
 import logging
 import posixpath
-import uuid
 
 from shared.hadoop.webhdfs import FileNotFound, HdfsError, WebHdfs
-from shared.storage.base import ATTEMPTS_DIR, Entry, Integrity, check_fingerprint_size
-from shared.storage.names import path_name
+from shared.storage.base import ATTEMPTS_DIR, REPLACE_ROUNDS, Entry, Integrity, check_fingerprint_size
+from shared.storage.names import aside_name, path_name
 
 log = logging.getLogger(__name__)
 # GETFILECHECKSUM requests in flight at once for one digest: each makes a DataNode read
@@ -45,31 +44,50 @@ class WebHdfsStorage:
         await self.hdfs.delete(attempt, recursive=True)  # a leftover of a crashed submit
 
     async def commit(self, attempt: str, final: str, replace: bool = False) -> bool:
-        await self.hdfs.mkdirs(posixpath.dirname(final))
+        parent, name = posixpath.split(final)
+        aside = posixpath.join(parent, aside_name(name, posixpath.basename(attempt)))
+        await self.hdfs.mkdirs(parent)
         if await self.hdfs.status(attempt) is None:
             if await self.hdfs.status(final) is not None:
                 await self._seal(final)  # a repeated commit: done before (perhaps cut off before sealing)
+                if replace:
+                    await self.delete(aside)  # ...or before it removed the output it replaced
                 return True
             raise FileNotFoundError(f"the action reported success but its output {attempt} does not exist")
-        if await self.hdfs.status(final) is not None:
-            if not replace:
+        if replace:
+            await self._replace(attempt, final, aside)
+        else:
+            if await self.hdfs.status(final) is not None:
                 await self.hdfs.delete(attempt, recursive=True)
                 return False
-            trash = posixpath.join(
-                posixpath.dirname(final), f".{posixpath.basename(final)}.replaced.{uuid.uuid4().hex[:8]}"
-            )
-            await self.hdfs.rename(final, trash)
-            committed = await self.hdfs.rename(attempt, final)
-            if committed:
-                await self._seal(final)
-            await self.delete(trash)
-            return committed
-        # Old RENAME semantics: False rather than an error if the destination appeared meanwhile.
-        if await self.hdfs.rename(attempt, final):
-            await self._seal(final)
-            return True
-        await self.hdfs.delete(attempt, recursive=True)
-        return False
+            # Old RENAME semantics: False rather than an error if the destination appeared meanwhile.
+            if not await self.hdfs.rename(attempt, final):
+                await self.hdfs.delete(attempt, recursive=True)
+                return False
+        await self._seal(final)
+        if replace:
+            await self.delete(aside)
+        return True
+
+    async def _replace(self, attempt: str, final: str, aside: str) -> None:
+        """Put ``attempt`` at ``final``, whatever is there: the current output is renamed
+        aside, then the attempt renamed in (no RENAME overwrites a folder with contents), so
+        for that instant ``final`` does not exist. The attempt goes in by the newer RENAME
+        (``renameoptions=NONE``), which refuses an existing destination where the old one
+        would move the attempt inside it; if another replacement took ``final`` between the
+        two renames, its output is moved aside in turn (the last one to commit wins). The
+        caller removes ``aside``; a commit cut off before that finds it on its retry."""
+        for _ in range(REPLACE_ROUNDS):
+            if await self.hdfs.status(final) is not None:
+                await self.delete(aside)  # a crashed earlier try's: the output it moved aside is obsolete too
+                await self.hdfs.rename(final, aside)
+            try:
+                await self.hdfs._json("PUT", attempt, "RENAME", destination=final, renameoptions="NONE")
+                return
+            except HdfsError as exc:
+                if exc.exception != "FileAlreadyExistsException":
+                    raise
+        raise HdfsError(409, "FileAlreadyExistsException", "kept being replaced by other commits", "RENAME", final)
 
     async def discard(self, path: str) -> None:
         await self.hdfs.delete(path, recursive=True)

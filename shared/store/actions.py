@@ -62,6 +62,17 @@ class ActionDoc(TypedDict, total=False):
     updated_at: float
     attempt: int
     submit_errors: int
+    # Execution settings (not in the lineage hash) and what they caused (docs/state-machines.md,
+    # "Retries and timeouts"): the retry policy as RetryPolicy's fields, the timeout of one
+    # attempt, failed attempts so far, when a RETRYING action is READY again, when the
+    # attempt in flight is checked for its timeout, the job a timeout killed.
+    retries: dict[str, float]
+    timeout_seconds: float | None
+    failed_attempts: int
+    retry_at: float
+    timeout_at: float
+    timed_out_job: str
+    attempt_log: list[dict[str, Any]]  # one record per attempt that ended (attempts.record)
     secret: str | None  # the callback secret; None for actions never run
     saved_seconds: float  # for REUSED/SKIPPED: the mean compute time it saved
     action_folder_path: str
@@ -137,6 +148,10 @@ def new_document(
         updated_at=now,
         attempt=0,
         submit_errors=0,
+        retries=a.retries.model_dump(),
+        timeout_seconds=a.timeoutSeconds,
+        failed_attempts=0,
+        attempt_log=[],
         secret=secrets.token_urlsafe(18) if computed else None,
         saved_seconds=0.0 if computed else saved_seconds,
         followers=[],
@@ -193,6 +208,35 @@ async def record_job(store: Store, action_id: str, external_id: str, job_id: str
     """The job id of a submitted attempt; None if the attempt is no longer SUBMITTED (killed)."""
     return await store.actions.find_one_and_update(
         {"_id": action_id, "state": str(A.SUBMITTED), "external_id": external_id}, {"$set": {"job_id": job_id}}
+    )
+
+
+async def claim_timeout(store: Store, action: ActionDoc, next_check: float) -> bool:
+    """Take one due timeout check of ``action`` (guarded like ``claim_poll``)."""
+    claimed = await store.actions.find_one_and_update(
+        {"_id": action["_id"], "state": action["state"], "timeout_at": action["timeout_at"]},
+        {"$set": {"timeout_at": next_check}},
+        projection={"_id": 1},
+    )
+    return claimed is not None
+
+
+async def check_timeout_at(store: Store, action: ActionDoc, at: float) -> None:
+    """The attempt's deadline as now known (it started running, or waits for a slot)."""
+    await store.actions.update_one(
+        {"_id": action["_id"], "state": {"$in": [str(A.SUBMITTED), str(A.RUNNING)]}, "job_id": action["job_id"]},
+        {"$set": {"timeout_at": at}},
+    )
+
+
+async def mark_timed_out(store: Store, action: ActionDoc, now: float) -> ActionDoc | None:
+    """Record that ``action``'s job ran past its timeout, before it is killed: its end is
+    then a failed attempt, not a kill. Due for a poll at once. None if the job is no
+    longer the action's."""
+    return await store.actions.find_one_and_update(
+        {"_id": action["_id"], "state": {"$in": [str(A.SUBMITTED), str(A.RUNNING)]}, "job_id": action["job_id"]},
+        {"$set": {"timed_out_job": action["job_id"], "next_poll_at": now}},
+        return_document=ReturnDocument.AFTER,
     )
 
 
@@ -315,3 +359,17 @@ async def get_many(store: Store, action_ids: list[str], fields: dict[str, int] |
     if not action_ids:
         return []
     return [decode(a) async for a in store.actions.find({"_id": {"$in": list(action_ids)}}, fields)]
+
+
+async def with_hash(store: Store, h: str, fields: dict[str, int], limit: int) -> list[ActionDoc]:
+    """The newest ``limit`` actions whose output is dataset ``h`` (computed, reused,
+    followed or skipped), newest first: an equality on the indexed ``hash``."""
+    cursor = store.actions.find({"hash": h}, fields).sort("created_at", -1).limit(limit)
+    return [decode(a) async for a in cursor]
+
+
+async def children_of(store: Store, workflow_id: str, parent_id: str, fields: dict[str, int]) -> list[ActionDoc]:
+    """The actions of a workflow that read ``parent_id``'s output. Found among the
+    workflow's actions (equality on ``workflow_id``): an index on the ``parents`` array
+    would not be served by nx-27017."""
+    return [decode(a) async for a in store.actions.find({"workflow_id": workflow_id, "parents": parent_id}, fields)]

@@ -9,6 +9,8 @@ from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.asynchronous.database import AsyncDatabase
 from pymongo.errors import ConnectionFailure
 
+from shared.metrics import StoreLatency
+
 # What ``connect`` raises while the server cannot be reached (down, restarting, no
 # primary): worth waiting for, unlike a bad URL or refused credentials.
 UNREACHABLE: tuple[type[BaseException], ...] = (ConnectionFailure, OSError)
@@ -22,6 +24,7 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
         ([("hash", ASCENDING)], {"unique": True}),
         ([("state", ASCENDING)], {}),
         ([("state", ASCENDING), ("updated_at", ASCENDING)], {}),
+        ([("updated_at", ASCENDING)], {}),  # GET /api/v1/datasets, most recently changed first
     ],
     "actions": [
         # scraper (READY / stale PROCESSING), poller (SUBMITTED/RUNNING due), settle, window.
@@ -33,6 +36,9 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
         ([("created_at", ASCENDING)], {}),
         # The followers of a producer (docs/state-machines.md, "Following").
         ([("follows", ASCENDING)], {}),
+        # The actions that computed or reused a dataset (GET /api/v1/datasets/{hash}). Not
+        # ``claims``: nx-27017 answers an equality on an indexed array field with nothing.
+        ([("hash", ASCENDING)], {}),
     ],
     "history_buckets": [([("res", ASCENDING), ("start", ASCENDING)], {})],
     "workflows": [
@@ -72,10 +78,13 @@ class Store:
         await self.client.close()
 
 
-async def connect(url: str, db_name: str, *, indexes: bool = True) -> Store:
+async def connect(url: str, db_name: str, *, indexes: bool = True, timeout: float = 10.0) -> Store:
     """A connected store. Raises one of ``UNREACHABLE`` (after the server selection
-    timeout) if the server cannot be reached; the caller decides whether to wait."""
-    client: AsyncMongoClient = AsyncMongoClient(url, serverSelectionTimeoutMS=10_000, tz_aware=True)
+    timeout, ``timeout`` seconds) if the server cannot be reached; the caller decides
+    whether to wait. Every later operation waits as long for an unreachable server."""
+    client: AsyncMongoClient = AsyncMongoClient(
+        url, serverSelectionTimeoutMS=int(timeout * 1000), tz_aware=True, event_listeners=[StoreLatency()]
+    )
     try:
         await client.admin.command("ping")
         store = Store(client=client, db=client[db_name])

@@ -6,6 +6,7 @@ remain); ``producers`` lists the actions computing it now.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -15,6 +16,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from shared.states import DATASET_REUSABLE, DATASET_TRANSITIONS, DatasetState
 from shared.store.client import Store
+from shared.store.paging import page_after
 from shared.store.transitions import decode, history_entry, transition, transition_many
 
 log = logging.getLogger(__name__)
@@ -140,11 +142,29 @@ async def live_among(store: Store, names: list[str]) -> set[str]:
     return {h for h, d in found.items() if d["state"] != D.DELETED}
 
 
-async def newest(store: Store, limit: int, state: str | None = None) -> list[dict[str, Any]]:
-    """Datasets most recently changed first, without history and lineage."""
-    query = {"state": state} if state else {}
-    cursor = store.datasets.find(query, {"history": 0, "lineage": 0}).sort("updated_at", -1).limit(limit)
-    return [d async for d in cursor]
+async def newest(
+    store: Store, limit: int, state: str | None = None, after: tuple[float, str] | None = None
+) -> list[dict[str, Any]]:
+    """Datasets most recently changed first (ties by hash), without history and lineage,
+    after ``after`` (the change time and hash of the last one of the previous page)."""
+    query: dict[str, Any] = {"state": state} if state else {}
+    if after is not None:
+        query["updated_at"] = {"$lte": after[0]}  # ties with the last one are dropped below
+    cursor = store.datasets.find(query, {"history": 0, "lineage": 0}).sort([("updated_at", -1), ("_id", -1)])
+    return await page_after(cursor, "updated_at", after, limit)
+
+
+async def bytes_by_state(store: Store) -> dict[str, int]:
+    """The size of every dataset, per state: one aggregate per state, each an equality on
+    the indexed ``state`` (one grouping of the whole collection is not index-served)."""
+
+    async def of(state: D) -> int:
+        pipeline = [{"$match": {"state": str(state)}}, {"$group": {"_id": None, "bytes": {"$sum": "$size"}}}]
+        rows = [r async for r in await store.datasets.aggregate(pipeline)]
+        return int(rows[0]["bytes"] or 0) if rows else 0
+
+    sizes = await asyncio.gather(*(of(s) for s in D))
+    return {str(s): n for s, n in zip(D, sizes, strict=True) if n}
 
 
 def new_document(
@@ -259,7 +279,9 @@ async def record_output(
     if state in BEING_DELETED:
         raise Deferred(h)
     counted = producer in doc.get("producers", [])
-    committed = {"size": size, "files": files, "checksum": checksum, "committed_at": time.time()}
+    committed = {
+        "size": size, "files": files, "checksum": checksum, "committed_at": time.time(), "produced_by": producer,
+    }  # fmt: skip
     update: dict[str, Any] = {
         "set": committed,
         "pull": {"producers": [producer]},

@@ -6,7 +6,13 @@ socket (mode 0600, in a folder of mode 0700) that only Pingo's own OS user can r
 (``shared.store.embedded_server``). The socket is ``<data_dir>/mongo/nx-27017.sock``, or,
 when that path is too long for a Unix socket, one in a private folder under the system
 temp dir named from a digest of the data dir. Every process with the same data dir
-(several ``pingo serve``) shares one server; processes with different data dirs never do.
+(several ``pingo serve``, or two ``pingo dev`` on different ports) shares one server;
+processes with different data dirs never do: the socket is found from the data dir alone.
+
+A shared server outlives the process that started it while others use it (see
+``shared.store.embedded_server``), and every process keeps an eye on it: if it stops
+answering (killed, or stopped by a process that did not know of the others), the first
+process to notice starts it again and PyMongo reconnects.
 """
 
 from __future__ import annotations
@@ -15,14 +21,17 @@ import asyncio
 import logging
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import quote_plus
 
 from pymongo import AsyncMongoClient
 
-from shared.store.embedded_server import SHARED, private_dir, socket_path
+from shared.store.embedded_server import LINGERING, SHARED, private_dir, socket_path
 
 log = logging.getLogger(__name__)
+KEEP_INTERVAL = 1.0  # seconds between two checks that the server still answers
+STOP_WAIT = 10.0  # seconds a stopped server has to exit (or to say it still serves others)
 
 
 async def ping(url: str, timeout_ms: int = 500) -> bool:
@@ -42,10 +51,41 @@ class EmbeddedMongo:
         self.socket = socket_path(self.data_dir)
         self.url = f"mongodb://{quote_plus(str(self.socket))}"
         self.proc: subprocess.Popen | None = None
+        self._keeper: asyncio.Task | None = None
 
     async def start(self, timeout: float = 20.0) -> str:
+        """The server's URL, once it answers: this data dir's running server, or one started
+        now; then keep it answering for as long as this process runs (until ``stop``)."""
+        url = await self._start(timeout)
+        if self._keeper is None:
+            self._keeper = asyncio.create_task(self._keep(), name="embedded-mongo-keeper")
+        return url
+
+    async def _keep(self) -> None:
+        while True:
+            await asyncio.sleep(KEEP_INTERVAL)
+            if await self._answers():
+                continue
+            log.warning("the embedded MongoDB of %s stopped answering; starting it again", self.data_dir)
+            try:
+                await self._start()
+            except (OSError, RuntimeError) as exc:
+                log.warning("could not start the embedded MongoDB again (%s); trying again", exc)
+
+    async def _answers(self) -> bool:
+        """Something listens on the socket (a connect is enough: cheaper than a client)."""
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_unix_connection(str(self.socket)), 2.0)
+        except (OSError, TimeoutError):
+            return False
+        writer.close()
+        return True
+
+    async def _start(self, timeout: float = 20.0) -> str:
         # Before connecting too: a socket is only trusted in a folder that is this user's alone.
         await asyncio.to_thread(self._private_dirs)
+        if self.proc is not None and self.proc.poll() is not None:
+            self.proc = None  # the server this process had started is gone: start another
         if await ping(self.url):
             log.info("using the embedded MongoDB already running on %s", self.socket)
             return self.url
@@ -88,16 +128,33 @@ class EmbeddedMongo:
                     str(self.data_dir / "nx-27017.log"),
                 ],
                 cwd=Path(__file__).resolve().parents[2],
+                # Its own session: a Ctrl-C meant for this process must not stop a server
+                # that other processes of the data dir may still be using.
+                start_new_session=True,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
             )
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.proc = None
+        """Stop watching the server and, if this process started it, ask it to stop: it
+        does once no other process of the data dir is connected, and keeps serving those
+        that are until they are done."""
+        if self._keeper is not None:
+            self._keeper.cancel()
+            self._keeper = None
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        lingering = self.data_dir / LINGERING
+        deadline = time.monotonic() + STOP_WAIT
+        while proc.poll() is None and time.monotonic() < deadline:
+            if lingering.is_file() and lingering.read_text().strip() == str(proc.pid):
+                log.info("the embedded MongoDB (pid %d) still serves other processes of %s", proc.pid, self.data_dir)
+                return
+            time.sleep(0.05)
+        if proc.poll() is None:
+            log.warning("the embedded MongoDB (pid %d) did not stop within %.0fs: killed", proc.pid, STOP_WAIT)
+            proc.kill()
+            proc.wait()

@@ -12,6 +12,12 @@ One server per data directory: the server holds an exclusive ``flock`` on
 ``DIR/nx-27017.lock`` for as long as it runs. A second launcher for the same directory
 exits at once with ``SHARED`` (the other one serves it). The lock holder knows that a
 socket file left at PATH is a killed server's, and replaces it.
+
+Every process of a data directory shares its server, but only the one that started it
+stops it. Asked to stop (SIGTERM, SIGINT) while other processes are still connected, the
+server keeps serving them, and says so in ``DIR/nx-27017.lingering`` (its pid): it stops
+once the last connection has been closed for ``IDLE_GRACE`` seconds. A second signal
+stops it at once. If the process that started it is killed, it stops the same way.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from pathlib import Path
 log = logging.getLogger("pingo.embedded_server")
 
 SHARED = 3  # exit status: another server holds this data directory
+LINGERING = "nx-27017.lingering"  # in the data dir while a server asked to stop still serves others
+IDLE_GRACE = 0.3  # seconds without a connection before a server asked to stop does stop
 SOCKET_NAME = "nx-27017.sock"  # PyMongo takes a host ending in ".sock" for a Unix socket
 MAX_SOCKET_PATH = 107  # bytes: sun_path holds 108 with the terminating NUL
 
@@ -60,18 +68,60 @@ def private_dir(path: Path) -> None:
         os.chmod(path, 0o700)
 
 
-async def serve(handler: object, sock: Path) -> None:
+async def serve(handler: object, sock: Path, lingering: Path) -> None:
     from nx_27017.server import handle_client
 
-    server = await asyncio.start_unix_server(lambda r, w: handle_client(r, w, handler), path=str(sock))
+    open_now = 0
+    changed = asyncio.Event()
+
+    async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal open_now
+        open_now += 1
+        try:
+            await handle_client(reader, writer, handler)
+        finally:
+            open_now -= 1
+            changed.set()
+
+    server = await asyncio.start_unix_server(client, path=str(sock))
     os.chmod(sock, 0o600)  # already 0700 by the umask; the folder is 0700 too
-    stop = asyncio.Event()
+    asked = asyncio.Event()
+    now = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        (now if asked.is_set() else asked).set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
+
+    async def orphaned(parent: int) -> None:
+        """The process that started it ended without asking (killed): as if it had asked."""
+        while os.getppid() == parent:
+            await asyncio.sleep(1.0)
+        log.info("the process that started it (pid %d) is gone", parent)
+        asked.set()
+
+    watch = asyncio.create_task(orphaned(os.getppid()))
     log.info("nx-27017 listening on %s", sock)
     try:
-        await stop.wait()
+        await asked.wait()
+        watch.cancel()
+        # The process that asked closed its own connections just before; others may remain.
+        told = False
+        while not now.is_set():
+            await asyncio.sleep(IDLE_GRACE)
+            if open_now == 0:
+                break
+            if not told:
+                log.info("asked to stop; %d connections of other processes open: serving until they close", open_now)
+                await asyncio.to_thread(lingering.write_text, str(os.getpid()))
+                told = True
+            changed.clear()
+            waits = [asyncio.ensure_future(changed.wait()), asyncio.ensure_future(now.wait())]
+            _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for w in pending:
+                w.cancel()
     finally:
         server.close()  # open connections are cancelled when the loop ends
 
@@ -109,10 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         single_db_compat=False,
     )
     args.socket.unlink(missing_ok=True)  # this process holds the lock: a socket here is a dead server's
+    (data_dir / LINGERING).unlink(missing_ok=True)  # ...and so is this
     try:
-        asyncio.run(serve(handler, args.socket))
+        asyncio.run(serve(handler, args.socket, data_dir / LINGERING))
     finally:
         args.socket.unlink(missing_ok=True)
+        (data_dir / LINGERING).unlink(missing_ok=True)
         handler.close_all()
         log.info("nx-27017 stopped")
     return 0

@@ -14,6 +14,7 @@ from typing import Any
 from pymongo import ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 
+from shared.metrics import TRANSITIONS
 from shared.states import IllegalTransition, check, sources_for
 
 
@@ -31,6 +32,7 @@ async def transition(
     add_to_set: dict[str, list[Any]] | None = None,
     pull: dict[str, list[Any]] | None = None,
     inc: dict[str, float] | None = None,
+    push: dict[str, Any] | None = None,
     note: str | None = None,
 ) -> dict[str, Any] | None:
     allowed = sources_for(table, target)
@@ -44,7 +46,7 @@ async def transition(
         entry["note"] = note
     update: dict[str, Any] = {
         "$set": {"state": str(target), "updated_at": now, **(set or {})},
-        "$push": {"history": entry},
+        "$push": {"history": entry, **(push or {})},
     }
     if unset:
         update["$unset"] = dict.fromkeys(unset, "")
@@ -55,8 +57,13 @@ async def transition(
     if inc:
         update["$inc"] = inc
     query = {"_id": doc_id, "state": {"$in": [str(s) for s in (sources or allowed)]}, **(where or {})}
-    doc = await coll.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
-    return decode(doc)
+    doc = decode(await coll.find_one_and_update(query, update, return_document=ReturnDocument.AFTER))
+    if doc is not None:
+        # The state moved from is the history entry before the one just written.
+        history = doc.get("history") or []
+        source = history[-2].get("state", "") if len(history) >= 2 else ""
+        TRANSITIONS.labels(coll.name, source, str(target)).inc()
+    return doc
 
 
 async def transition_many(
@@ -87,6 +94,8 @@ async def transition_many(
     for s in sources:
         res = await coll.update_many({**where, "state": str(s)}, update)
         moved += res.modified_count
+        if res.modified_count:
+            TRANSITIONS.labels(coll.name, str(s), str(target)).inc(res.modified_count)
     return moved
 
 
@@ -97,15 +106,20 @@ def history_entry(state: str, by: str, note: str | None = None, at: float | None
     return entry
 
 
+# The lists of subdocuments that writers append to with ``$push``.
+PUSHED = ("history", "attempt_log")
+
+
 def decode(doc: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Read a document's history back as dicts.
+    """Read a document's history (and an action's attempt log) back as dicts.
 
     Some wire-compatible servers (nx-27017) keep ``$push``ed subdocuments as JSON
     text; real MongoDB keeps them as documents. Both read back the same here.
     """
     if doc is None:
         return None
-    hist = doc.get("history")
-    if hist and any(isinstance(h, str) for h in hist):
-        doc["history"] = [json.loads(h) if isinstance(h, str) else h for h in hist]
+    for key in PUSHED:
+        items = doc.get(key)
+        if items and any(isinstance(h, str) for h in items):
+            doc[key] = [json.loads(h) if isinstance(h, str) else h for h in items]
     return doc

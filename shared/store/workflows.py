@@ -15,6 +15,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 
 from shared.states import ACTION_TERMINAL, ActionState, WorkflowState
 from shared.store.client import Store
+from shared.store.paging import page_after
 from shared.store.transitions import decode, history_entry
 
 W = WorkflowState
@@ -108,15 +109,30 @@ async def kill_applied(store: Store, workflow_id: str) -> None:
 
 
 async def newest(
-    store: Store, limit: int, *, state: str | None = None, name: str | None = None, before: float | None = None
-) -> list[dict[str, Any]]:
-    """Workflows newest first, without their histories, optionally in one state, with
-    one name, created before a time."""
+    store: Store, limit: int, *, state: str | None = None, name: str | None = None, before: float | None = None,
+    after: tuple[float, str] | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Workflows newest first (ties by id), without their histories, optionally in one
+    state, with one name, created before a time, and after ``after`` (the creation time
+    and id of the last one of the previous page: a keyset, stable under inserts)."""
     query: dict[str, Any] = {}
     if state:
         query["state"] = state
     if name:
         query["name"] = name
+    created: dict[str, float] = {}
     if before is not None:
-        query["created_at"] = {"$lt": before}
-    return [w async for w in store.workflows.find(query, {"history": 0}).sort("created_at", -1).limit(limit)]
+        created["$lt"] = before
+    if after is not None:
+        # $lte, then the ties with the last one dropped here: an $or would not be index-served.
+        created["$lte"] = after[0]
+    if created:
+        query["created_at"] = created
+    cursor = store.workflows.find(query, {"history": 0}).sort([("created_at", -1), ("_id", -1)])
+    return await page_after(cursor, "created_at", after, limit)
+
+
+async def names(store: Store, workflow_ids: list[str] | set[str]) -> dict[str, str | None]:
+    """The names of the workflows that exist among ``workflow_ids`` ($in on _id is index-served)."""
+    ids = sorted(set(workflow_ids))
+    return {w["_id"]: w.get("name") async for w in store.workflows.find({"_id": {"$in": ids}}, {"name": 1})}

@@ -1,17 +1,27 @@
 """Servers a test may kill: a private RabbitMQ node and a private nx-27017 server.
 
 The shared RabbitMQ on 127.0.0.1:5672 is used by everyone's tests, so a test that takes
-the broker away starts its own node: its own node name, AMQP and distribution ports,
+the broker away uses a private node: its own node name, AMQP and distribution ports,
 data, logs, config and (empty) plugin list under a temp dir, so it shares nothing with the
 system broker but epmd (which it registers with and leaves alone). The node runs in the
 foreground in its own process group: ``stop()`` is SIGTERM (a clean shutdown, ~1 s) or
 SIGKILL (a crash) to that group only, and ``start()`` again brings the same node back
 with its durable exchanges, queues and persistent messages (~7 s on two busy cores).
+
+Booting a node is the slow part, so one node serves every test that needs one (the
+``rabbit_node`` fixture): ``fresh()`` hands it to the next test running, thawed, and on
+a virtual host no test has used, so nothing a test declared or left in a queue is seen
+by the next. The virtual hosts are created at every boot from a definitions file (no
+``rabbitmqctl``, whose own Erlang start costs ~2 s a call); when they are used up the
+node is wiped and they are all new again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import json
 import os
 import shutil
 import signal
@@ -20,6 +30,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from shared.store.embedded import EmbeddedMongo
 from tests.support.net import free_port, listening
@@ -51,10 +62,31 @@ def _kill_group(proc: subprocess.Popen, sig: int, timeout: float) -> None:
         proc.wait(timeout=10)
 
 
+def _definitions(vhosts: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """The user guest/guest with every permission on ``vhosts``. A node that loads
+    definitions at boot creates no default user, so guest is defined here too."""
+    salt = os.urandom(4)  # rabbit_password_hashing_sha256: base64(salt + sha256(salt + password))
+    password_hash = base64.b64encode(salt + hashlib.sha256(salt + b"guest").digest()).decode()
+    return {
+        "users": [
+            {
+                "name": "guest",
+                "password_hash": password_hash,
+                "hashing_algorithm": "rabbit_password_hashing_sha256",
+                "tags": ["administrator"],
+            }
+        ],
+        "vhosts": [{"name": v} for v in vhosts],
+        "permissions": [{"user": "guest", "vhost": v, "configure": ".*", "write": ".*", "read": ".*"} for v in vhosts],
+    }
+
+
 class RabbitNode:
-    """A private RabbitMQ node on a free port. ``url`` is its AMQP URL (guest/guest)."""
+    """A private RabbitMQ node on a free port. ``url`` is its AMQP URL (guest/guest) on
+    the virtual host in use (``/`` until ``fresh()`` moves to an unused one)."""
 
     START_TIMEOUT = 90.0
+    VHOSTS = 16  # handed out by fresh(); more would lengthen every boot a little
 
     def __init__(self, base: Path) -> None:
         server = rabbitmq_server()
@@ -65,13 +97,41 @@ class RabbitNode:
         self.name = f"pingo-test-{uuid.uuid4().hex[:8]}@localhost"
         self.port = free_port()
         self.dist_port = free_port()
-        self.url = f"amqp://guest:guest@127.0.0.1:{self.port}/"
+        self.vhost = ""  # the default virtual host, "/"
+        self.vhosts = [f"t{i}" for i in range(self.VHOSTS)]
+        self.unused = list(self.vhosts)
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         base.mkdir(parents=True, exist_ok=True)
-        (base / "rabbitmq.conf").write_text(f"listeners.tcp.default = 127.0.0.1:{self.port}\n")
+        (base / "definitions.json").write_text(json.dumps(_definitions(["/", *self.vhosts])))
+        (base / "rabbitmq.conf").write_text(
+            f"listeners.tcp.default = 127.0.0.1:{self.port}\nload_definitions = {base / 'definitions.json'}\n"
+        )
         (base / "enabled_plugins").write_text("[].\n")
         (base / "rabbitmq-env.conf").write_text("")  # not the system's (which names the system node)
+
+    @property
+    def url(self) -> str:
+        return self.url_on(self.port)
+
+    def url_on(self, port: int) -> str:
+        """Its URL as reached through another port (a ``Relay`` to it)."""
+        return f"amqp://guest:guest@127.0.0.1:{port}/{self.vhost}"
+
+    def fresh(self) -> RabbitNode:
+        """The node for the next test: running (started again if a test left it stopped,
+        thawed if frozen) and on a virtual host no test has used."""
+        if self.running:
+            self.thaw()
+        if not self.unused:
+            self.stop()
+            self.wipe()  # every virtual host empty again: the definitions create them at boot
+            self.unused = list(self.vhosts)
+        if not self.running:
+            self.start()
+        self.wait_up()
+        self.vhost = self.unused.pop(0)
+        return self
 
     def env(self) -> dict[str, str]:
         b = self.base
@@ -121,7 +181,8 @@ class RabbitNode:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"RabbitMQ node {self.name} exited {self.proc.returncode}: {self.log_tail()}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"RabbitMQ node {self.name} not listening after {timeout}s: {self.log_tail()}")
+                waited = time.monotonic() - t0
+                raise RuntimeError(f"RabbitMQ node {self.name} not listening after {waited:.0f}s: {self.log_tail()}")
             time.sleep(0.1)
         return time.monotonic() - t0
 
@@ -156,6 +217,49 @@ class RabbitNode:
         return path.read_text(errors="replace")[-n:] if path.exists() else ""
 
 
+class Relay:
+    """A local TCP port where nothing listens until ``open()``, and which then relays every
+    connection to ``target``: to a client, a server appearing, without the seconds a
+    RabbitMQ node takes to boot. Runs on the test's event loop."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.port = free_port()
+        self.server: asyncio.Server | None = None
+        self.writers: set[asyncio.StreamWriter] = set()
+
+    async def open(self) -> None:
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", self.port)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+            self.server = None
+        for writer in list(self.writers):
+            writer.close()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.writers.add(writer)
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            pass  # either end went away: close the other
+        finally:
+            self.writers.discard(writer)
+            writer.close()
+
+
 class NxServer:
     """A private nx-27017 server (Pingo's own embedded launcher, ``EmbeddedMongo``) on its
     own data dir and Unix socket, to kill and bring back. Its URL is known before it starts."""
@@ -165,9 +269,13 @@ class NxServer:
         self.server = EmbeddedMongo(data)
         self.url = self.server.url
 
+    @property
+    def running(self) -> bool:
+        return self.server.proc is not None and self.server.proc.poll() is None
+
     def start(self) -> None:
         """Start it and wait until it answers (from sync code or inside a running loop)."""
-        assert self.server.proc is None or self.server.proc.poll() is not None, "already running"
+        assert not self.running, "already running"
         self.server.proc = None
         with ThreadPoolExecutor(1) as thread:
             thread.submit(asyncio.run, self.server.start(timeout=30)).result()

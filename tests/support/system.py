@@ -170,6 +170,11 @@ class Processes(Api):
         await self.healthy(self.settings.callback_port)
 
     async def stop_all(self) -> None:
-        for key in list(self.procs):
-            self.stop(key)
+        # SIGTERM to all, then wait: each takes a moment to shut down, none waits for another.
+        procs = [self.procs.pop(key) for key in list(self.procs)]
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.wait(timeout=20)
         await self.close()

@@ -86,16 +86,24 @@ async def processes(settings: Settings, amqp_url: str, tmp_path: Path):
     await system.stop_all()
 
 
-@pytest.fixture
-def rabbit_node(tmp_path_factory: pytest.TempPathFactory):
-    """A private RabbitMQ node (tests/support/brokers.py) that the test may stop, kill and
-    start again; the shared broker on 5672 is never touched."""
+@pytest.fixture(scope="session")
+def _private_rabbit(tmp_path_factory: pytest.TempPathFactory):
+    """The one private RabbitMQ node of the session, started by the first test that asks
+    for ``rabbit_node`` (a boot costs 7-15 s, so it is not done per test)."""
     from tests.support.brokers import RabbitNode
 
     node = RabbitNode(tmp_path_factory.mktemp("rabbit"))
-    node.start()
     yield node
     node.stop(kill=True)
+
+
+@pytest.fixture
+def rabbit_node(_private_rabbit):
+    """A private RabbitMQ node (tests/support/brokers.py) that the test may stop, kill,
+    freeze, wipe and start again; the shared broker on 5672 is never touched. Each test
+    gets it running, on a virtual host of its own (``url`` names it), whatever the
+    previous test left it in."""
+    return _private_rabbit.fresh()
 
 
 @pytest.fixture

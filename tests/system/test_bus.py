@@ -127,8 +127,8 @@ async def node_buses(rabbit_node: RabbitNode):
     exchange = f"pingo.test.bus.{uuid.uuid4().hex[:8]}"
     made: list[RabbitBus] = []
 
-    async def make() -> RabbitBus:
-        bus = RabbitBus(rabbit_node.url, exchange, max_redeliveries=3)
+    async def make(**options: float) -> RabbitBus:
+        bus = RabbitBus(rabbit_node.url, exchange, max_redeliveries=3, **options)
         await bus.start()
         made.append(bus)
         return bus
@@ -210,7 +210,8 @@ async def test_publish_to_a_hung_broker_holds_up_one_caller_once(node_buses) -> 
     """A broker that keeps the connection open but answers nothing (SIGSTOP): one publish
     waits for its confirm until ``confirm_timeout``, the next ones do not wait for it."""
     make, exchange, node = node_buses
-    pub, sub = await make(), await make()
+    # Shorter than the default 5 s: the test waits for it once, whatever its length.
+    pub, sub = await make(confirm_timeout=1.0), await make()
     got: list[Event] = []
 
     async def handler(e: Event) -> None:

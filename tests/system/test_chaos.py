@@ -18,11 +18,14 @@ from typing import Any
 import pytest
 
 from shared.store.transitions import decode
-from tests.support.brokers import NxServer, RabbitNode
+from tests.support.brokers import NxServer, RabbitNode, Relay
 from tests.support.system import TERMINAL, Processes, make_settings
 from tests.support.workflows import shell_action
 
 SECONDS = 0.6  # each action's run time: long enough for the kills to land mid-workflow
+# A service gives up on an unreachable store after this (PINGO_STORE_TIMEOUT; 10 s by
+# default), so an outage a few times longer makes every loop fail and retry.
+STORE_TIMEOUT = 1.5
 
 
 def chain(prefix: str, n: int, seconds: float = SECONDS) -> dict[str, Any]:
@@ -130,12 +133,26 @@ class Chaos(Processes):
         return finals
 
 
+@pytest.fixture(scope="module")
+def private_nx(tmp_path_factory: pytest.TempPathFactory):
+    """One private nx-27017 for the module (each test has a database of its own, named by
+    ``make_settings``); a test may kill it, and the next one finds it started again."""
+    nx = NxServer(tmp_path_factory.mktemp("nx"))
+    yield nx
+    nx.kill()
+
+
 @pytest.fixture
-async def chaos(request: pytest.FixtureRequest, tmp_path: Path, rabbit_node: RabbitNode):
+def nx(private_nx: NxServer) -> NxServer:
+    if not private_nx.running:
+        private_nx.start()
+    return private_nx
+
+
+@pytest.fixture
+async def chaos(request: pytest.FixtureRequest, tmp_path: Path, rabbit_node: RabbitNode, nx: NxServer):
     """The system on a private broker node and a private nx-27017; settings overrides
     come from indirect parametrization."""
-    nx = NxServer(tmp_path / "nx")
-    nx.start()
     settings = make_settings(tmp_path, nx.url, amqp_url=rabbit_node.url, **getattr(request, "param", {}))
     (tmp_path / "logs").mkdir()
     system = Chaos(settings, tmp_path / "logs")
@@ -145,7 +162,6 @@ async def chaos(request: pytest.FixtureRequest, tmp_path: Path, rabbit_node: Rab
         yield system
     finally:
         await system.stop_all()
-        nx.kill()
 
 
 async def test_workflow_submitted_while_broker_is_down_is_accepted_once_and_runs_once(chaos: Chaos) -> None:
@@ -170,12 +186,16 @@ async def test_workflow_submitted_while_broker_is_down_is_accepted_once_and_runs
     assert "Error handling request" not in gateway and "ChannelInvalidStateError" not in gateway, gateway[-3000:]
 
 
-async def test_services_started_before_store_and_broker_wait_for_them(tmp_path: Path) -> None:
+async def test_services_started_before_store_and_broker_wait_for_them(
+    tmp_path: Path, rabbit_node: RabbitNode, nx: NxServer
+) -> None:
     """A service started while the store and the broker are unreachable waits for them
     (saying so in its log) instead of exiting, and works once they appear."""
-    node = RabbitNode(tmp_path / "rabbit")  # not started yet
-    nx = NxServer(tmp_path / "nx")  # nothing listens on its socket yet
-    settings = make_settings(tmp_path, nx.url, amqp_url=node.url)
+    # The broker appears when the relay opens its port (nothing listens there before):
+    # what the services see is the same as a node booting, without the wait.
+    broker = Relay(rabbit_node.port)
+    nx.kill()  # nothing listens on its socket now
+    settings = make_settings(tmp_path, nx.url, amqp_url=rabbit_node.url_on(broker.port), store_timeout=STORE_TIMEOUT)
     (tmp_path / "logs").mkdir()
     system = Chaos(settings, tmp_path / "logs")
     await system.open()
@@ -192,20 +212,20 @@ async def test_services_started_before_store_and_broker_wait_for_them(tmp_path: 
         nx.start()
         await system.until("every service waits for the broker", lambda: logged("broker"), timeout=40)
         assert all(p.poll() is None for p in system.procs.values()), system.tail()
-        await asyncio.to_thread(node.start)
+        await broker.open()
         await system.healthy(settings.port, timeout=40)
         await system.healthy(settings.callback_port, timeout=40)
         plan = await system.submit(fan("late", 2))
         await system.check_exactly_once([plan], set())
     finally:
         await system.stop_all()
-        nx.kill()
-        node.stop(kill=True)
+        await broker.close()
 
 
 # Intermediate outputs outgrow the budget during the run: the decision service marks and
-# the dataset manager deletes while they are being killed too.
-SMALL_BUDGET = {"capacity_bytes": 48 * 1024}
+# the dataset manager deletes while they are being killed too. The decision lease is short
+# so that the restarted replica takes over in seconds, not the default 30.
+SMALL_BUDGET = {"capacity_bytes": 48 * 1024, "decision_lease": 3.0}
 
 
 @pytest.mark.parametrize("chaos", [SMALL_BUDGET], indirect=True)
@@ -216,7 +236,7 @@ async def test_each_service_killed_in_turn_mid_workflow(chaos: Chaos) -> None:
     submitted: set[str] = set()
     up: dict[str, float] = {}
     t0 = time.monotonic()
-    # The decision first: a killed replica's lease (30 s) must expire before another decides.
+    # The decision first: a killed replica's lease (PINGO_DECISION_LEASE) must expire before another decides.
     # The gateway last: the spine does not wait for it, so it could run ahead during its restart.
     order = ("decision", "dataset_manager", "action_manager", "callback", "workflow_manager")
     assert sorted(order) == sorted(chaos.SERVICES)
@@ -278,10 +298,10 @@ async def test_broker_down_mid_workflow(chaos: Chaos) -> None:
     assert set(chaos.count_in_logs("broker unavailable").values()) == {1}, chaos.count_in_logs("broker unavailable")
 
 
-@pytest.mark.parametrize("chaos", [{}], indirect=True)
+@pytest.mark.parametrize("chaos", [{"store_timeout": STORE_TIMEOUT}], indirect=True)
 async def test_store_down_mid_workflow(chaos: Chaos) -> None:
-    """The store (nx-27017) is SIGKILLed for ~10 s while workflows run, then restarted on
-    the same socket and data dir."""
+    """The store (nx-27017) is SIGKILLed while workflows run, for three times the services'
+    store timeout, then restarted on the same socket and data dir."""
     spine = await chaos.submit(chain("s-spine", 10))
     plans = [spine, await chaos.submit(fan("s-fan", 4))]
     await chaos.until("spine step 2", lambda: _at_least(chaos.finished(spine["id"]), 2))
@@ -289,7 +309,7 @@ async def test_store_down_mid_workflow(chaos: Chaos) -> None:
     submitted = await chaos.submitted_jobs()
     chaos.nx.kill()
     down_at = time.monotonic()
-    await asyncio.sleep(10.0)  # the outage itself
+    await asyncio.sleep(3 * STORE_TIMEOUT)  # the outage itself
     chaos.nx.start()
     back_at, back_wall = time.monotonic(), time.time()
     await chaos.check_exactly_once(plans, submitted)

@@ -1,19 +1,24 @@
 """The ``pingo`` command as a user runs it: ``pingo dev`` on embedded defaults (its own
-nx-27017, data kept across a restart), then submit / status / timeline / datasets / kill."""
+nx-27017, data kept across a restart), then submit / status / list / timeline / datasets /
+kill, reading the output a person reads (plain text: these commands write to a pipe)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
+from pingo.client import Client
 from tests.support.net import free_port
 from tests.support.workflows import ROOT
 
@@ -37,6 +42,7 @@ def dev(tmp_path: Path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINGO_")}
     port = free_port()
     env.update(
+        COLUMNS="80",  # the width rich assumes off a terminal, whatever the test runner's is
         PINGO_DATA_DIR=str(tmp_path / "data"),
         PINGO_CALLBACK_PORT=str(free_port()),
         PINGO_SCRAPE_INTERVAL="0.5",
@@ -52,11 +58,14 @@ def dev(tmp_path: Path):
         wait_http(f"{url}/healthz")
         return p
 
-    def cli(*args: str) -> subprocess.CompletedProcess:
+    def cli(*args: str, gateway: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        """``pingo ARGS`` told where the gateway is by ``gateway`` (PINGO_URL by default)."""
+        where = gateway if gateway is not None else {"PINGO_URL": url}
         return subprocess.run(
-            [*PINGO, *args], cwd=ROOT, env={**env, "PINGO_URL": url}, capture_output=True, text=True, timeout=120
+            [*PINGO, *args], cwd=ROOT, env={**env, **where}, capture_output=True, text=True, timeout=120
         )
 
+    cli.port = port  # type: ignore[attr-defined]
     yield start, cli, tmp_path
     for p in procs:
         if p.poll() is None:
@@ -64,7 +73,7 @@ def dev(tmp_path: Path):
             p.wait(timeout=30)
 
 
-def test_submit_watch_status_timeline_datasets_and_restart(dev) -> None:
+def test_submit_watch_restart_status_timeline_list_and_datasets(dev) -> None:
     start, cli, tmp = dev
     server = start()
     run = cli("submit", "examples/diamond.json", "--wait")
@@ -72,8 +81,13 @@ def test_submit_watch_status_timeline_datasets_and_restart(dev) -> None:
     assert "4 to compute, 0 reused" in run.stdout
     wf_id = run.stdout.split()[1].rstrip(":")
     assert f"{wf_id} SUCCEEDED" in run.stdout
+    # Off a terminal the live view prints lines, never redraws: no carriage returns, no escapes.
+    assert "\r" not in run.stdout and "\x1b" not in run.stdout
+    assert all(len(line) <= 80 for line in run.stdout.splitlines()), run.stdout
     again = cli("submit", "examples/diamond.json", "--wait")
-    assert again.returncode == 0 and "0 to compute, 4 reused" in again.stdout
+    # The report is reused; what it was computed from is not needed at all: skipped, not reused.
+    assert again.returncode == 0 and "0 to compute, 1 reused, 3 skipped" in again.stdout
+    again_id = again.stdout.split()[1].rstrip(":")
 
     # The embedded MongoDB keeps its data in the data directory: a restart loses nothing.
     server.send_signal(signal.SIGTERM)
@@ -86,14 +100,60 @@ def test_submit_watch_status_timeline_datasets_and_restart(dev) -> None:
     assert lines[0].startswith(f"{wf_id}") and "SUCCEEDED" in lines[0]
     assert lines[1].lstrip().startswith("L0") and "ingest" in lines[1]
     assert "report" in lines[3] and "←2,3" in lines[3]  # the DAG is drawn by levels
+    rows = {line.split()[1]: line.split() for line in lines if re.match(r"\S  \d ", line)}
+    assert list(rows) == ["1", "2", "3", "4"] and {r[-2] for r in rows.values()} == {"FINISHED"}
     timeline = cli("timeline", wf_id)
     assert timeline.returncode == 0
-    stamps = [float(line.split("s", 1)[0].strip().lstrip("+")) for line in timeline.stdout.splitlines()]
+    stamps = [float(line.split()[0]) for line in timeline.stdout.splitlines()[1:] if line[:1].strip()]
     assert stamps == sorted(stamps) and len(stamps) > 20
     assert "FINISHED" in timeline.stdout and "TO_STORE" in timeline.stdout
     datasets = cli("datasets", "--json")
     body = json.loads(datasets.stdout)
     assert {d["state"] for d in body["datasets"]} == {"STORED", "LEAF"} and len(body["datasets"]) == 4
+
+    assert cli("--version").stdout.strip() == f"pingo {version('pingo')}"
+
+    # Finding runs: newest first with what each did, filtered by the gateway; the gateway
+    # found from PINGO_PORT alone; a dataset's page names the workflow that made it.
+    first_id, second_id = wf_id, again_id
+    # No PINGO_URL: the gateway a server started with this environment listens on.
+    listed = cli("list", gateway={"PINGO_PORT": str(cli.port)})
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == ["id", "name", "state", "comp", "reuse", "skip", "fail", "submitted", "took"]
+    rows = [line.split() for line in lines[1:] if line.startswith("wf-")]
+    assert [r[0] for r in rows] == [second_id, first_id]  # newest first
+    # Counts per workflow: computed, reused, skipped, failed (the name is cut to fit 80 columns).
+    assert rows[0][-8:-3] == ["SUCCEEDED", "0", "1", "3", "0"] and rows[1][-8:-3] == ["SUCCEEDED", "4", "0", "0", "0"]
+    assert all(len(line) <= 80 for line in lines)
+    newest = cli("list", "--state", "succeeded", "--name", "diamond (thesis format)", "--limit", "1", "--json")
+    assert [w["id"] for w in json.loads(newest.stdout)] == [second_id]
+    none = cli("list", "--name", "no such workflow")
+    assert none.returncode == 0 and none.stdout == "" and "no workflows matching" in none.stderr
+    bad = cli("list", "--state", "SLEEPING")
+    assert bad.returncode == 1 and "state" in bad.stderr and "SUCCEEDED" in bad.stderr
+    unreachable = cli("list", gateway={"PINGO_PORT": str(free_port())})
+    assert unreachable.returncode == 1 and "cannot reach Pingo at http://127.0.0.1:" in unreachable.stderr
+
+    async def one_a_page() -> tuple[list[str], int]:
+        async with Client(f"http://127.0.0.1:{cli.port}") as client:
+            listed = await client.pages("/api/v1/workflows", "workflows", limit=5, page=1)
+            timeline = await client.timeline(first_id)
+            return [w["id"] for w in listed], len(timeline)
+
+    # Following the ``next`` cursor: one workflow a page, to the end of the list.
+    ids, transitions = asyncio.run(one_a_page())
+    assert ids == [second_id, first_id] and transitions > 20
+
+    report = next(a for a in json.loads(cli("status", first_id, "--json").stdout)["actions"] if a["localId"] == 4)
+    shown = cli("datasets", "show", report["hash"][:12])  # as the datasets table shows it
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[-1] == f"made by workflow {first_id}: pingo status {first_id}"
+    assert "LEAF" in shown.stdout and all(len(line) <= 80 for line in shown.stdout.splitlines())
+    as_json = json.loads(cli("datasets", "--json", "show", report["hash"]).stdout)
+    assert as_json["hash"] == report["hash"] and as_json["workflow"]["id"] == first_id
+    missing = cli("datasets", "show", "0" * 64)
+    assert missing.returncode == 1 and "0" * 12 in missing.stderr
 
 
 def test_bad_input_gets_a_clear_message_and_nonzero_exit(dev, tmp_path: Path) -> None:

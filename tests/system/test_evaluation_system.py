@@ -143,7 +143,7 @@ async def test_whatif_replays_the_recorded_history(
     assert f"{algorithm} (configured)" in lines and "mcu" in lines and "actually happened" in lines
     assert f"{rec.actual_seconds:.1f}" in lines["actually happened"]
 
-    assert await pingo("whatif", "--capacity", "2GB", "--algorithm", algorithm, "--json", "--since", "2000-01-01") == 0
+    assert await pingo("whatif", "--capacity", "2GiB", "--algorithm", algorithm, "--json", "--since", "2000-01-01") == 0
     body = json.loads(capsys.readouterr().out)
     assert body["capacityBytes"] == 2 * 1024**3 and body["workflows"] == len(real)
 

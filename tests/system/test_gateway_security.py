@@ -1,7 +1,7 @@
 """The gateway against hostile and broken clients, over real HTTP: cross-site requests and DNS
 rebinding from a browser, bad query parameters, a store outage, slow request bodies, and
-failures nobody planned for. Every refusal is JSON, and a refused workflow neither is
-stored nor runs."""
+failures nobody planned for. Every refusal is an RFC 9457 problem document, and a refused
+workflow neither is stored nor runs."""
 
 from __future__ import annotations
 
@@ -32,13 +32,21 @@ def settings(tmp_path: Path, mongo_url: str, overrides: dict[str, Any]):
     return make_settings(tmp_path, overrides.pop("mongo_url", mongo_url), **overrides)
 
 
+PROBLEM = "application/problem+json"
+
+
 async def call(api: Api, method: str, path: str, **kw: Any) -> tuple[int, CIMultiDictProxy[str], Any]:
-    """Status, headers and JSON body; fails if the body is not JSON."""
+    """Status, headers and JSON body; fails unless an error is a problem document and a
+    success is JSON."""
     assert api.http is not None
     async with api.http.request(method, api.base + path, **kw) as r:
         text = await r.text()
-        assert r.content_type == "application/json", (r.status, r.content_type, text[:500])
-        return r.status, r.headers, json.loads(text)
+        expected = PROBLEM if r.status >= 400 else "application/json"
+        assert r.content_type == expected, (r.status, r.content_type, text[:500])
+        body = json.loads(text)
+        if r.status >= 400:
+            assert body["status"] == r.status and body["title"] and body["detail"], body
+        return r.status, r.headers, body
 
 
 def pwn_workflow(marker: Path) -> dict[str, Any]:
@@ -81,7 +89,7 @@ async def test_cross_site_workflow_is_refused_and_nothing_runs(system, tmp_path,
     headers = {"Content-Type": content_type, **({"Origin": origin} if origin else {})}
     got, _, body = await call(system, "POST", WORKFLOWS, data=json.dumps(pwn_workflow(marker)), headers=headers)
     assert got == status, body
-    assert isinstance(body.get("error"), str) and body["error"], body
+    assert isinstance(body.get("detail"), str) and body["detail"], body
     assert await system.db.workflows.count_documents({}) == 0
     assert await system.counts() == NOTHING
     await asyncio.sleep(3 * system.settings.scrape_interval)
@@ -98,7 +106,7 @@ async def test_dns_rebinding_host_is_refused(system, tmp_path, method, path):
     kw: dict[str, Any] = {"json": pwn_workflow(marker)} if method == "POST" else {}
     status, _, body = await call(system, method, path, headers=headers, **kw)
     assert status == 400, body
-    assert "evil.example" in body["error"] and "PINGO_ALLOWED_HOSTS" in body["error"], body
+    assert "evil.example" in body["detail"] and "PINGO_ALLOWED_HOSTS" in body["detail"], body
     assert await system.counts() == NOTHING
     assert not marker.exists()
 
@@ -185,10 +193,10 @@ async def test_the_callback_service_does_not_check_host(system):
     """Oozie reaches it through a load balancer, by a name the service cannot know."""
     url = f"http://127.0.0.1:{system.settings.callback_port}/callback/wf-nope.1"
     async with system.http.get(url, params={"secret": "x"}, headers={"Host": "lb.example.org"}) as r:
-        assert r.status == 403 and (await r.json())["error"] == "wrong secret"
+        assert r.status == 403 and (await r.json(content_type=PROBLEM))["detail"] == "wrong secret"
 
 
-# --- B: every error is JSON ---------------------------------------------------------------------
+# --- B: every error is a problem document ---------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -198,26 +206,26 @@ async def test_the_callback_service_does_not_check_host(system):
         ("/api/v1/datasets?limit=0&state=GONE", ["state", "limit"]),
         ("/api/v1/history/stats?from=nan", ["from"]),
         ("/api/v1/history/stats?from=inf", ["from"]),
-        ("/api/v1/history/stats?from=-inf&to=1e999", ["to", "from"]),
+        ("/api/v1/history/stats?from=-inf&to=1e999", ["from", "to"]),
         ("/api/v1/history/stats?from=abc&resolution=2h", ["resolution", "from"]),
         ("/api/v1/workflows?limit=abc&before=nan&state=DONE", ["state", "limit", "before"]),
     ],
 )
-async def test_bad_query_parameters_are_a_json_400_listing_every_problem(system, path, problems):
+async def test_bad_query_parameters_are_a_400_problem_listing_every_one(system, path, problems):
     status, _, body = await call(system, "GET", path)
     assert status == 400, body
-    listed = body["problems"]
-    assert [p.split()[0] for p in listed] == problems, listed
-    assert all(p in body["error"] for p in listed), body
+    listed = body["violations"]
+    assert [v["loc"] for v in listed] == problems, listed
+    assert all(v["message"].startswith(v["loc"]) and v["message"] in body["detail"] for v in listed), body
 
 
-async def test_an_unexpected_failure_is_a_json_500(system, monkeypatch, caplog):
+async def test_an_unexpected_failure_is_a_500_problem(system, monkeypatch, caplog):
     async def broken() -> int:
         raise RuntimeError("storage exploded")
 
     monkeypatch.setattr(system.ctx.storage, "usage", broken)
     status, _, body = await call(system, "GET", "/api/v1/datasets")
-    assert status == 500 and body["error"] == "internal error", body
+    assert status == 500 and body["detail"] == "internal error", body
     assert "storage exploded" not in json.dumps(body)  # details go to the log, not the client
     assert body["reference"] in caplog.text and "storage exploded" in caplog.text
 
@@ -289,6 +297,8 @@ class TestStoreOutage:
             "mongo_url": f"mongodb://127.0.0.1:{proxy.port}",
             "request_store_timeout": 1.0,
             "request_timeout": 4.0,
+            # The services' own store calls give up sooner, so that stopping them after the cut is quick.
+            "store_timeout": 2.0,
             # The other services keep off the store, so that the gateway's reads alone meet the delay.
             **dict.fromkeys(("scrape_interval", "poll_interval", "settle_interval", "decision_interval"), 60.0),
         }
@@ -303,7 +313,7 @@ class TestStoreOutage:
             status, headers, body = await call(system, "GET", path)
             took = time.monotonic() - started
             assert status == 503, body
-            assert "unavailable" in body["error"] and int(headers["Retry-After"]) > 0, (headers, body)
+            assert "unavailable" in body["detail"] and int(headers["Retry-After"]) > 0, (headers, body)
             assert took < 3.0, f"{path} took {took:.1f}s (1 s once the store is unreachable)"
 
     async def test_a_slow_store_is_waited_for_up_to_the_request_timeout(self, system, proxy):
@@ -320,6 +330,7 @@ class TestStoreOutage:
         status, headers, body = await call(system, "GET", WORKFLOWS)
         assert status == 503 and "Retry-After" in headers, body
         assert 3.5 < time.monotonic() - started < 6.0
+        proxy.delay = 0.0  # the services stop without waiting on a slow store
 
 
 # --- D: a slow body cannot hold the gateway ---------------------------------------------------
@@ -358,7 +369,7 @@ async def test_a_slow_body_gets_408_and_the_gateway_keeps_answering(system, send
     took = time.monotonic() - started
     head_part, _, payload = answer.partition(b"\r\n\r\n")
     assert head_part.startswith(b"HTTP/1.1 408"), answer[:300]
-    assert b"application/json" in head_part.lower()
-    assert "did not arrive" in json.loads(payload)["error"]
+    assert PROBLEM.encode() in head_part.lower()
+    assert "did not arrive" in json.loads(payload)["detail"]
     assert 0.9 <= took < 5.0, took
     assert await system.counts() == NOTHING

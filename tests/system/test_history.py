@@ -102,13 +102,14 @@ async def test_bad_history_queries_get_every_problem_listed(system: Api) -> None
     status, body = await system.request("GET", "/api/v1/history/stats",
                                         params={"resolution": "1h", "from": "yesterday"})  # fmt: skip
     assert status == 400
-    assert any("resolution must be one of 1m, 30m, 1d, 10d" in p for p in body["problems"])
-    assert any("from must be an ISO 8601 time" in p for p in body["problems"])
+    messages = {v["loc"]: v["message"] for v in body["violations"]}
+    assert messages["resolution"].startswith("resolution must be one of 1m, 30m, 1d, 10d")
+    assert messages["from"].startswith("from must be an ISO 8601 time")
     status, body = await system.request("GET", "/api/v1/history/stats",
                                         params={"resolution": "1m", "from": "2020-01-01T00:00:00Z"})  # fmt: skip
-    assert status == 400 and "use a coarser resolution" in body["error"]
+    assert status == 400 and "use a coarser resolution" in body["detail"]
     backwards = {"resolution": "1d", "from": "2026-01-02", "to": "2026-01-01"}
     status, body = await system.request("GET", "/api/v1/history/stats", params=backwards)
-    assert status == 400 and "from must be before to" in body["error"]
+    assert status == 400 and "from must be before to" in body["detail"]
     status, body = await system.request("GET", "/api/v1/history/stats", params={"resolution": "10d"})
     assert status == 200 and len(body["buckets"]) in (1, 2)

@@ -1,7 +1,8 @@
 """What a local job (or another local user) can reach: no callback secret in any job
 folder, private job folders, read-only committed datasets that can still be deleted, an
 embedded database on a private Unix socket only, and a callback endpoint that tells
-nothing about which actions exist."""
+nothing about which actions exist. And what two local instances share: a store only when
+they have the same data directory, and no ports."""
 
 from __future__ import annotations
 
@@ -12,16 +13,21 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 from pymongo import AsyncMongoClient
 
 from shared.storage.local import LocalStorage
 from shared.store.embedded import EmbeddedMongo
-from tests.support.system import Api
-from tests.support.workflows import shell_action
+from tests.support.net import free_port
+from tests.support.system import TERMINAL, Api
+from tests.support.workflows import ROOT, shell_action
 from tests.system.test_callbacks import callback
 
 NOBODY = 65534
@@ -250,11 +256,13 @@ async def test_embedded_server_listens_on_a_private_unix_socket_only(tmp_path: P
         extra.append(same)
         assert await same.start() == urls[0] and same.proc is None
 
-        # A killed server leaves its socket file behind: it does not block a restart.
+        # A killed server leaves its socket file behind: it does not block a restart. (Nothing
+        # else watches this data dir now: each EmbeddedMongo restarts a server it sees gone.)
         assert a.proc is not None
+        same.stop()
         os.kill(a.proc.pid, signal.SIGKILL)
         a.proc.wait()
-        a.proc = None
+        a.stop()
         assert a.socket.exists()
         again = EmbeddedMongo(tmp_path / "a")
         extra.append(again)
@@ -278,7 +286,10 @@ async def test_unknown_action_and_wrong_secret_get_the_same_answer(system: Api) 
     aid = wf["actions"][0]["id"]
     wrong = await callback(system, aid, secret="guess", jobId="x", status="SUCCEEDED")
     unknown = await callback(system, f"{wf['id']}.2", secret="guess", jobId="x", status="SUCCEEDED")
-    assert wrong == unknown == (403, {"error": "wrong secret"})
+    # The same answer but for the path asked (which the caller knows); the secret never echoed.
+    assert wrong[0] == unknown[0] == 403
+    assert {**wrong[1], "instance": None} == {**unknown[1], "instance": None}
+    assert wrong[1]["detail"] == "wrong secret" and "guess" not in json.dumps([wrong, unknown])
 
 
 async def test_an_action_that_never_ran_takes_no_callback(system: Api) -> None:
@@ -290,7 +301,8 @@ async def test_an_action_that_never_ran_takes_no_callback(system: Api) -> None:
     doc = await system.db.actions.find_one({"_id": reused["id"]})
     assert doc["secret"] is None
     for query in ({"secret": "None"}, {"secret": ""}, {"secret": "null"}, {}):
-        assert await callback(system, reused["id"], **query, status="SUCCEEDED") == (403, {"error": "wrong secret"})
+        status, body = await callback(system, reused["id"], **query, status="SUCCEEDED")
+        assert (status, body["detail"], body["instance"]) == (403, "wrong secret", f"/callback/{reused['id']}")
     assert (await system.db.actions.find_one({"_id": reused["id"]}))["history"] == doc["history"]
 
 
@@ -331,3 +343,170 @@ async def test_committed_dataset_on_hdfs_is_sealed_and_still_deletable(tmp_path:
     finally:
         await storage.close()
         await emu.stop()
+
+
+async def test_a_shared_embedded_server_serves_others_until_they_are_done(tmp_path: Path) -> None:
+    """The process that started a data dir's server stops it; others still connected keep
+    it (it stops once they are done), and a server that dies is started again by a process
+    still using it."""
+    first, second = EmbeddedMongo(tmp_path), EmbeddedMongo(tmp_path)
+    started: list[EmbeddedMongo] = [first, second]
+    client: AsyncMongoClient | None = None
+    try:
+        url = await first.start()
+        assert await second.start() == url and second.proc is None
+        client = AsyncMongoClient(url, serverSelectionTimeoutMS=20_000)
+        await client.pingo.things.insert_one({"_id": 1})
+        server = first.proc
+        assert server is not None
+        t0 = time.monotonic()
+        first.stop()  # returns once the server says it serves others: no wait, no kill
+        assert time.monotonic() - t0 < 5 and server.poll() is None
+        assert (first.data_dir / "nx-27017.lingering").read_text() == str(server.pid)
+        assert await client.pingo.things.find_one({"_id": 1}) == {"_id": 1}
+        await client.close()
+        client = None
+        second.stop()
+        assert await asyncio.to_thread(server.wait, 10) == 0  # its last user gone, it stopped by itself
+        assert not first.socket.exists() and not (first.data_dir / "nx-27017.lingering").exists()
+
+        # Killed under a process that still uses it: that process starts it again.
+        third, fourth = EmbeddedMongo(tmp_path), EmbeddedMongo(tmp_path)
+        started += [third, fourth]
+        url = await third.start()
+        await fourth.start()
+        killed = third.proc
+        assert killed is not None and fourth.proc is None
+        client = AsyncMongoClient(url, serverSelectionTimeoutMS=20_000)
+        assert await client.pingo.things.find_one({"_id": 1}) == {"_id": 1}
+        os.kill(killed.pid, signal.SIGKILL)
+        await asyncio.to_thread(killed.wait)
+        assert await client.pingo.things.find_one({"_id": 1}) == {"_id": 1}  # PyMongo reconnected
+        assert any(s.proc is not None and s.proc.poll() is None for s in (third, fourth))
+    finally:
+        if client is not None:
+            await client.close()
+        for s in started:
+            s.stop()
+
+
+class Dev:
+    """``pingo dev`` as a user starts it: embedded defaults, a data dir and ports of its own."""
+
+    def __init__(self, tmp_path: Path, name: str, data: str, port: int | None = None) -> None:
+        self.data_dir = tmp_path / data
+        self.port = port or free_port()
+        self.log = tmp_path / f"{name}.log"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PINGO_")}
+        self.env.update(
+            PINGO_DATA_DIR=str(self.data_dir),
+            PINGO_CALLBACK_PORT=str(free_port()),
+            PINGO_SCRAPE_INTERVAL="0.5",
+            PINGO_POLL_INTERVAL="0.5",
+        )
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> subprocess.Popen:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "pingo.cli", "dev", "--port", str(self.port)],
+                cwd=ROOT, env=self.env, stdout=log, stderr=log,
+            )  # fmt: skip
+        return self.proc
+
+    async def request(self, method: str, path: str, **kw: Any) -> tuple[int, Any]:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+            async with http.request(method, f"http://127.0.0.1:{self.port}{path}", **kw) as r:
+                return r.status, await r.json(content_type=None)
+
+    async def up(self) -> None:
+        async with asyncio.timeout(60):
+            while True:
+                assert self.proc is not None and self.proc.poll() is None, self.log.read_text()
+                try:
+                    if (await self.request("GET", "/healthz"))[0] == 200:
+                        return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.2)
+
+    async def submit(self, label: str) -> str:
+        status, plan = await self.request(
+            "POST", "/api/v1/workflows", json={"name": label, "actions": [shell_action(1, label)]}
+        )
+        assert status == 201, plan
+        return plan["id"]
+
+    async def run(self, label: str) -> dict[str, Any]:
+        wf_id = await self.submit(label)
+        async with asyncio.timeout(60):
+            while (wf := (await self.request("GET", f"/api/v1/workflows/{wf_id}"))[1])["state"] not in TERMINAL:
+                await asyncio.sleep(0.2)
+        return wf
+
+    async def has(self, wf_id: str) -> bool:
+        return (await self.request("GET", f"/api/v1/workflows/{wf_id}"))[0] == 200
+
+    async def stop(self) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return await asyncio.to_thread(self.proc.wait, 30)
+
+
+async def test_two_pingo_dev_with_different_data_dirs_never_share_a_store(tmp_path: Path) -> None:
+    """Each data dir, its own embedded server and store; the first one's exit leaves the
+    second unharmed; a third on a port already taken is refused (the same data dir twice,
+    sharing a server: the test above)."""
+    a, b = Dev(tmp_path, "a", "data-a"), Dev(tmp_path, "b", "data-b")
+    try:
+        for d in (a, b):
+            d.start()
+        await asyncio.gather(a.up(), b.up())
+        taken = Dev(tmp_path, "taken", "data-c", b.port)
+        wf_id, refused = await asyncio.gather(a.submit("iso-dev-a"), asyncio.to_thread(taken.start().wait, 60))
+        assert not await b.has(wf_id) and await a.has(wf_id)
+        sockets = [d.data_dir / "mongo" / "nx-27017.sock" for d in (a, b)]
+        assert all(s.exists() for s in sockets)
+        # Refused before it starts anything, saying why.
+        assert refused == 1 and f"127.0.0.1:{b.port} (gateway)" in taken.log.read_text()
+        assert "already in use" in taken.log.read_text() and not taken.data_dir.exists()
+
+        assert await a.stop() == 0
+        wf = await b.run("iso-dev-b")
+        assert wf["state"] == "SUCCEEDED", wf
+        assert "Traceback" not in b.log.read_text()
+        assert await b.stop() == 0
+        assert not any(s.exists() for s in sockets)  # each server stopped with its instance
+    finally:
+        for d in (a, b):
+            if d.proc is not None and d.proc.poll() is None:
+                d.proc.kill()
+
+
+def test_the_embedded_server_of_a_killed_process_stops_once_unused(tmp_path: Path) -> None:
+    """A process killed outright cannot stop the server it started: the server notices that
+    its parent is gone and stops by itself once no one is connected (no server left behind)."""
+    start = (
+        "import asyncio, sys; from pathlib import Path; from shared.store.embedded import EmbeddedMongo\n"
+        "async def main():\n"
+        "    await EmbeddedMongo(Path(sys.argv[1])).start()\n"
+        "    print('up', flush=True)\n"
+        "    await asyncio.sleep(3600)\n"
+        "asyncio.run(main())\n"
+    )
+    owner = subprocess.Popen(
+        [sys.executable, "-c", start, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )  # fmt: skip
+    try:
+        assert owner.stdout is not None and owner.stdout.readline() == "up\n"
+        sock = EmbeddedMongo(tmp_path).socket
+        assert sock.exists()
+        owner.kill()
+        owner.wait()
+        deadline = time.monotonic() + 10
+        while sock.exists():  # the server removes its socket as it stops
+            assert time.monotonic() < deadline, "the server outlived its killed owner"
+            time.sleep(0.1)
+    finally:
+        if owner.poll() is None:
+            owner.kill()

@@ -86,7 +86,7 @@ async def test_a_large_kill_answers_at_once_and_repeated_kills_do_the_work_once(
     status, stats = await system.request("GET", "/api/v1/history/stats?resolution=1d")
     assert stats["totals"]["failures"].get("killed") == 1501
     status, again = await system.request("POST", f"/api/v1/workflows/{wf_id}/kill")
-    assert status == 409 and "already ended KILLED" in again["error"]
+    assert status == 409 and "already ended KILLED" in again["detail"]
 
 
 async def test_a_long_chain_is_killed_whole(system: Api) -> None:

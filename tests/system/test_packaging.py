@@ -30,6 +30,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 DOCKERIGNORE = ROOT / "deploy" / "Dockerfile.dockerignore"
+CONSTRAINTS = ROOT / "constraints.txt"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PACKAGES = [p.rstrip("*") for p in PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]]
 WHEELHOUSE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pingo-tests" / "wheelhouse"
@@ -115,16 +116,25 @@ def runtime_requirements(wheel: Path) -> list[str]:
 
 
 def runtime_venv(requirements: list[str]) -> Path:
-    """A virtualenv (without pip) holding exactly ``requirements`` and their dependencies,
-    kept in the cache for this set of requirements only: installing numpy and matplotlib
-    takes half a minute, and a changed set gets a new environment, never a patched one."""
-    key = hashlib.sha256("\n".join([sys.version, *requirements]).encode()).hexdigest()[:16]
+    """A virtualenv (without pip) holding exactly ``requirements`` and their dependencies at
+    the versions of constraints.txt, kept in the cache for this set only: a changed set gets
+    a new environment, never a patched one."""
+    pinned = ["-c", str(CONSTRAINTS)]  # as the Dockerfile installs: every version from the lock
+    key = hashlib.sha256("\n".join([sys.version, *requirements, CONSTRAINTS.read_text()]).encode()).hexdigest()[:16]
     venv = WHEELHOUSE.parent / f"venv-{key}"
     if not (venv / "complete").exists():
         for old in WHEELHOUSE.parent.glob("venv-*"):
             shutil.rmtree(old)
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
-        offline("--python", venv / "bin" / "python", "install", "--quiet", *requirements, fill=requirements)
+        offline(
+            "--python",
+            venv / "bin" / "python",
+            "install",
+            "--quiet",
+            *pinned,
+            *requirements,
+            fill=[*pinned, *requirements],
+        )
         (venv / "complete").touch()
     return venv
 
@@ -195,6 +205,14 @@ def test_wheel_and_image_install_and_run_outside_the_source_tree(tmp_path: Path,
             assert r.returncode == 0 and r.stdout.startswith(f"usage: pingo {c}"), (c, r.stderr)
     for s, r in zip(services, rest[len(commands) :], strict=True):
         assert r.returncode == 0 and r.stdout.startswith(f"usage: python -m services.{s}"), (s, r.stderr)
+
+    # A light install: no numpy, no matplotlib; `pingo evaluate` says what to install.
+    light, evaluate = run_all(
+        [[python, "-c", "import numpy"], [pingo, "evaluate", "--quick", "--out", tmp_path / "results"]], away
+    )
+    assert light.returncode == 1 and "No module named 'numpy'" in light.stderr, light.stderr
+    assert evaluate.returncode == 2 and "pip install 'pingo[evaluation]'" in evaluate.stderr, evaluate.stderr
+    assert "numpy and matplotlib" in evaluate.stderr and not (tmp_path / "results").exists()
 
     # The wheel of the whole source: the same, plus the Hadoop emulator.
     pip("--python", python, "install", "--quiet", "--no-deps", "--force-reinstall", full_wheel)

@@ -59,6 +59,14 @@ async def test_usage_is_brought_under_threshold_and_leaves_survive(system: Api) 
     assert len(deleted) >= 3  # 384 KB stored; at most 160 KB (the target) may remain
     for d in deleted:
         assert not Path(d["path"]).exists()
+    # Each deletion was announced with who chose it and why, and where it was.
+    events = {(e.type.value, e.subject.dataset_hash): e.payload for e in system.ctx.bus.published}
+    for d in deleted:
+        marked = events[("dataset.marked", d["_id"])]
+        assert marked["algorithm"] == s.algorithm and marked["reason"] == "over_threshold"
+        assert marked["rank"] >= 1 and marked["usage_bytes"] > s.threshold * s.capacity_bytes
+        assert marked["path"] == d["path"] and marked["size"] == d["size"]
+        assert events[("dataset.deleted", d["_id"])] == {"path": d["path"], "size": d["size"]}
     leaf = await system.db.datasets.find_one({"_id": wf["actions"][-1]["hash"]})
     assert leaf["state"] == "LEAF" and (Path(leaf["path"]) / "part-00000").is_file()
     for d in [d async for d in system.db.datasets.find({"state": "STORED"})]:

@@ -31,7 +31,7 @@ async def rejected(system, body: Any) -> list[dict[str, Any]]:
     """Submit ``body``; it must be refused with 422, list violations, and store nothing."""
     status, out = await post(system, json.dumps(body).encode())
     assert status == 422, out
-    assert isinstance(out, dict) and isinstance(out.get("error"), str), out
+    assert isinstance(out, dict) and isinstance(out.get("detail"), str), out
     violations = out["violations"]
     assert isinstance(violations, list) and violations, out
     assert all(isinstance(v.get("loc"), str) and v.get("message") for v in violations), violations
@@ -75,6 +75,21 @@ async def test_path_and_support_violations_are_listed_with_the_others(system):
     one(violations, "actions[4].type", actionId=4)
 
 
+async def test_misspelled_fields_and_wrong_types_are_422_in_the_workflow_language(system):
+    """The issue's workflow: ``parentAction`` and ``additonalInput`` were accepted with 201,
+    and the step ran as a root without its argument. A command given as a string got
+    pydantic's "Input should be a valid list"."""
+    typo = {**shell(2), "parentAction": [{"id": 1}], "additonalInput": [{"key": "n", "value": "3"}]}
+    del typo["parentActions"], typo["additionalInput"]
+    violations = await rejected(system, workflow(shell(1), typo, {**shell(3, [2]), "command": "python3 synth.py"}))
+    assert {v["loc"]: v["message"] for v in violations} == {
+        "actions[1].parentAction": "unknown field 'parentAction' in action 2 — did you mean 'parentActions'?",
+        "actions[1].additonalInput": "unknown field 'additonalInput' in action 2 — did you mean 'additionalInput'?",
+        "actions[2].command": "command must be a list of strings (an argv), not a string: "
+        'write ["python3", "synth.py"]',
+    }
+
+
 # --- the body itself ------------------------------------------------------------------------
 
 
@@ -86,31 +101,30 @@ async def test_path_and_support_violations_are_listed_with_the_others(system):
 async def test_malformed_json_is_a_400_with_a_json_error(system, raw):
     status, out = await post(system, raw)
     assert status == 400, out
-    assert isinstance(out, dict) and "malformed json" in out["error"].lower(), out
+    assert isinstance(out, dict) and "malformed json" in out["detail"].lower(), out
     assert await system.counts() == NOTHING
 
 
 async def test_body_over_the_limit_is_a_413_with_a_json_error(system, settings):
-    body = workflow(shell(1), padding="x" * (settings.max_body_bytes + 1024))
-    status, out = await post(system, json.dumps(body).encode())
+    raw = json.dumps(workflow(shell(1))) + " " * (settings.max_body_bytes + 1024)  # JSON allows the spaces
+    status, out = await post(system, raw.encode())
     assert status == 413, out
-    assert isinstance(out, dict) and str(settings.max_body_bytes) in out["error"], out
+    assert isinstance(out, dict) and str(settings.max_body_bytes) in out["detail"], out
     assert await system.counts() == NOTHING
 
 
 async def test_body_just_under_the_limit_is_accepted(system, settings):
     """The limit is the configured one, not something smaller."""
-    body = workflow(shell(1))
-    size = len(json.dumps({**body, "padding": ""}).encode())
-    body["padding"] = "x" * (settings.max_body_bytes - size - 16)
-    plan = await system.submit(body)
+    raw = json.dumps(workflow(shell(1)))
+    status, plan = await post(system, (raw + " " * (settings.max_body_bytes - len(raw) - 16)).encode())
+    assert status == 201, plan
     assert [a["id"] for a in plan["actions"]] == [f"{plan['id']}.1"]
 
 
 async def test_deeply_nested_json_is_a_400_with_a_json_error(system):
     status, out = await post(system, b"[" * 100_000 + b"]" * 100_000)
     assert status == 400, out
-    assert isinstance(out, dict) and out.get("error"), out
+    assert isinstance(out, dict) and out.get("detail"), out
     assert await system.counts() == NOTHING
 
 
@@ -125,15 +139,18 @@ def nested(depth: int) -> bytes:
 async def test_a_field_nested_past_the_limit_is_a_400_saying_where(system):
     status, out = await post(system, nested(900))
     assert status == 400, out
-    assert "nested deeper than 64" in out["error"], out
+    assert "nested deeper than 64" in out["detail"], out
     (v,) = out["violations"]
     assert v["loc"].startswith("actions[0].x[0][0]"), v
     assert await system.counts() == NOTHING
 
 
-async def test_nesting_up_to_the_limit_is_accepted(system):
+async def test_nesting_up_to_the_limit_reaches_the_workflow_checks(system):
+    """64 levels pass the depth check (and meet the language's: no field holds arrays);
+    one more is refused before parsing."""
     status, out = await post(system, nested(64))
-    assert status == 201, out
+    assert status == 422, out
+    assert [v["loc"] for v in out["violations"]] == ["actions[0].x"], out
     status, out = await post(system, nested(65))
     assert status == 400, out
 

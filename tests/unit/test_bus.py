@@ -32,3 +32,21 @@ async def test_memory_bus_matches_topics_and_shares_queues() -> None:
     await bus.publish(event(9, EventType.DATASET_STORED))
     await asyncio.sleep(0.05)
     assert sorted(got) == ["h1", "h1", "h2", "h2"]
+
+
+async def test_a_subscription_by_type_gets_that_type_of_every_workflow() -> None:
+    bus = MemoryBus()
+    got: list[str | None] = []
+
+    async def handler(e: Event) -> None:
+        got.append(e.subject.workflow_id)
+
+    await bus.subscribe("q", ["action.finished", "dataset.*"], handler)
+    for wf in ("wf-a", "wf-b", None):
+        await bus.publish(Event(type=EventType.ACTION_FINISHED, producer="t", subject=Subject(workflow_id=wf)))
+    await bus.publish(Event(type=EventType.ACTION_READY, producer="t", subject=Subject(workflow_id="wf-a")))
+    await bus.publish(Event(type=EventType.DATASET_MARKED, producer="t", subject=Subject(dataset_hash="h")))
+    await asyncio.sleep(0.05)
+    assert sorted(got, key=str) == sorted(["wf-a", "wf-b", None, None], key=str)
+    # An event routed by its type alone (an older publisher) still matches a type binding.
+    assert topic_matches("action.finished.#", "action.finished")

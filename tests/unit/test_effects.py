@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import pytest
 
-from shared.events import EventType
-from shared.lifecycle.effects import TABLES, effects_of
+from shared.events import PAYLOADS, Event, EventType
+from shared.lifecycle.effects import PAYLOAD_OF, TABLES, effects_of
+from shared.states import ACTION_INITIAL, DATASET_INITIAL, ActionState, DatasetState, WorkflowState, sources_for
 from shared.states import TABLES as TRANSITIONS
-from shared.states import ActionState, DatasetState, WorkflowState, sources_for
 
 A, D, W = ActionState, DatasetState, WorkflowState
+# States a document may be created in: their effects are those of arriving there.
+INITIAL = {"action": ACTION_INITIAL, "dataset": DATASET_INITIAL, "workflow": frozenset({W.PLANNING})}
 
 
 @pytest.mark.parametrize("entity", sorted(TABLES))
 def test_every_effect_hangs_on_an_allowed_move(entity: str) -> None:
     table = TRANSITIONS[entity]
     for target, effects in TABLES[entity].items():
-        allowed = set(sources_for(table, target))
+        allowed: set[str | None] = set(sources_for(table, target))
+        if target in INITIAL[entity]:
+            allowed.add(None)
         assert allowed, f"{entity}: nothing moves to {target}"
         for effect in effects:
             if effect.after is not None:
@@ -40,7 +44,8 @@ def test_each_end_of_an_action_is_announced_counted_and_settles_its_workflow() -
 def test_a_managed_output_is_announced_stored_and_an_unmanaged_one_is_not() -> None:
     (effect,) = effects_of("action", A.RUNNING, A.FINISHED)
     payloads = {t: f for t, f in effect.events}
-    assert payloads[EventType.DATASET_STORED]({"managed": True, "size": 5}) == {"size": 5}
+    stored = payloads[EventType.DATASET_STORED]({"managed": True, "size": 5, "output_path": "/o/h", "name": "a"})
+    assert stored == {"path": "/o/h", "size": 5, "seconds": None, "action": "a"}
     assert payloads[EventType.DATASET_STORED]({"managed": False, "size": 5}) is None
 
 
@@ -66,3 +71,72 @@ def test_workflow_submission_and_end_events() -> None:
     assert events("workflow", W.RUNNING, W.KILLED) == [EventType.WORKFLOW_FINISHED]
     # An undone planning was never submitted as far as anyone outside can tell.
     assert events("workflow", W.PLANNING, W.FAILED) == []
+
+
+# A document as the moves hand it to the payload functions, with every field they read.
+FULL = {
+    "_id": "wf-1.a", "workflow_id": "wf-1", "local_id": "a", "name": "clean", "state": "FINISHED", "hash": "h",
+    "output_path": "/data/h", "managed": True, "reason": "not_stored", "attempt": 1, "job_id": "j1",
+    "executor": "local", "started_at": 10.0, "ended_at": 12.5, "finished_at": 12.6, "size": 4096, "seconds": 2.5,
+    "error": None, "follows": None, "saved_seconds": 0.0, "failed_attempts": 0, "retry_at": None, "path": "/data/h",
+    "found_size": None, "lost_reason": "missing", "marked_by": "lru", "created_at": 1.0, "action_count": 3,
+    "mark": {"reason": "over_threshold", "rank": 1, "usage_bytes": 10, "capacity_bytes": 8, "to_free_bytes": 4},
+    "counts": {"compute": 1, "reuse": 2, "follow": 0}, "outcome": {"finished": 1, "reused": 1, "skipped": 1},
+    "planned": {"actions_reused": 1, "actions_skipped": 1, "saved_seconds": 3.0},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("event_type", list(EventType))
+def test_every_payload_matches_the_model_integrators_are_served(event_type: EventType) -> None:
+    assert set(PAYLOAD_OF) == set(PAYLOADS) == set(EventType)
+    payload = PAYLOAD_OF[event_type](FULL)
+    assert payload is not None
+    # Exactly the model's fields, none missing, none extra, each of the declared type.
+    model = PAYLOADS[event_type]
+    assert set(payload) == set(model.model_fields)
+    assert model.model_validate(payload).model_dump() == payload
+
+
+def test_the_served_schema_narrows_the_payload_by_type() -> None:
+    schema = Event.model_json_schema()
+    assert {"id", "type", "time", "producer", "subject", "payload", "schema_version"} <= set(schema["properties"])
+    narrowed = {
+        c["if"]["properties"]["type"]["const"]: c["then"]["properties"]["payload"]["$ref"] for c in schema["allOf"]
+    }
+    assert set(narrowed) == {t.value for t in EventType}
+    assert narrowed["action.finished"] == "#/$defs/ActionFinished"
+    assert {"size", "seconds", "output_path", "name"} <= set(schema["$defs"]["ActionFinished"]["properties"])
+
+
+def test_a_job_that_ended_unseen_announces_its_run_before_its_end() -> None:
+    assert events("action", A.SUBMITTED, A.FINISHED) == [
+        EventType.ACTION_RUNNING, EventType.ACTION_FINISHED, EventType.DATASET_STORED
+    ]  # fmt: skip
+    assert events("action", A.RUNNING, A.FINISHED) == [EventType.ACTION_FINISHED, EventType.DATASET_STORED]
+    (running, _) = effects_of("action", A.SUBMITTED, A.FAILED)
+    assert running.events[0][1]({**FULL, "started_at": None}) is None  # never started: it did not run
+    # A second attempt that never started, after a first that did: its own record says so.
+    retried = {
+        **FULL,
+        "attempt": 2,
+        "attempt_log": [{"attempt": 1, "started_at": 5.0}, {"attempt": 2, "started_at": None}],
+    }
+    assert running.events[0][1](retried) is None
+    assert running.events[0][1]({**retried, "attempt_log": [{"attempt": 2, "started_at": 7.0}]})["started_at"] == 7.0
+
+
+def test_every_planned_outcome_is_announced() -> None:
+    assert events("action", None, A.REUSED) == [EventType.ACTION_REUSED]
+    assert events("action", None, A.SKIPPED) == [EventType.ACTION_SKIPPED]
+    assert events("action", None, A.FOLLOWING) == [EventType.ACTION_FOLLOWING]
+    assert events("action", A.SKIPPED, A.REUSED) == [EventType.ACTION_REUSED]
+    # Planned REUSED actions are counted with their submission, not again here.
+    assert all(e.counters is None for e in effects_of("action", None, A.REUSED))
+
+
+def test_routing_keys_name_the_type_the_owner_slot_and_the_workflow() -> None:
+    from shared.events import Subject
+
+    ev = Event(type=EventType.ACTION_FINISHED, producer="t", subject=Subject(workflow_id="wf-1", action_id="wf-1.a"))
+    assert ev.routing_key == "action.finished._.wf-1"
+    assert Event(type=EventType.DATASET_MARKED, producer="t").routing_key == "dataset.marked._._"

@@ -7,6 +7,7 @@ import csv
 import itertools
 import json
 import random
+import re
 import statistics
 import warnings
 from pathlib import Path
@@ -312,7 +313,10 @@ def test_pingo_evaluate_quick_writes_csv_and_plots(tmp_path: Path, capsys: pytes
     assert done.value.code == 0
     out, err = capsys.readouterr()
     assert "Experiment 1" in out and "Experiment 2" in out and "reuse-rate" in out
-    assert "] 24/24" in err  # the progress bar: (6 budgets + 6 shares) x 2 seeds
+    # Progress off a terminal: a line per step, (6 budgets + 6 shares) x 2 seeds, no carriage returns.
+    steps = [line for line in err.splitlines() if re.match(r"\d+/24 experiment [12]: ", line)]
+    assert len(steps) == 24 and steps[-1].startswith("24/24 ") and "\r" not in err
+    assert "NOT met" not in out and "with the smallest budget (100 MB), " in out  # said in words
     rows = list(csv.DictReader((tmp_path / "runs.csv").open()))
     assert {r["series"] for r in rows} == {"no-reuse", "unlimited", "ideal", "adaptive", "reuse-rate"}
     assert len(list(csv.DictReader((tmp_path / "summary.csv").open()))) == (6 + 6) * 5
@@ -349,11 +353,12 @@ def test_whatif_rejects_bad_input_clearly(args: list[str], message: str, capsys:
 
 
 def test_sizes_and_dates() -> None:
-    assert parse_size("500MB") == 500 * MB
-    assert parse_size("2GB") == 2 * 1024**3
+    # pydantic's ByteSize, as settings read sizes: KB/MB/GB decimal, KiB/MiB/GiB binary.
+    assert parse_size("500MiB") == 500 * MB
+    assert parse_size("2GB") == 2 * 1000**3
     assert parse_size("1.5 GiB") == int(1.5 * 1024**3)
     assert parse_size("4096") == 4096
-    assert parse_size("64kb") == 64 * KB
+    assert parse_size("64kib") == 64 * KB
     for bad in ("", "MB", "5XB", "-3MB", "1e3"):
         with pytest.raises(ValueError, match="cannot read"):
             parse_size(bad)

@@ -1,10 +1,12 @@
 """The import rules that keep the installation simple: nothing imports the CLI, the CLI's
 parser imports no optional package, and the Hadoop emulator is a program of its own (the
-wheel and the image, installed: tests/system/test_packaging.py)."""
+wheel and the image, installed: tests/system/test_packaging.py); and the lock file agrees
+with pyproject.toml."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import tomllib
@@ -61,6 +63,17 @@ def test_import_rules() -> None:
     }
 
 
+def test_only_pingo_evaluate_needs_the_evaluation_extra() -> None:
+    """numpy and matplotlib (``pingo[evaluation]``) are imported by the evaluation modules
+    alone, and ``pingo whatif``, which the service image keeps, imports neither."""
+    extra = {"numpy", "matplotlib"}
+    users = {m for m, found in project_modules().items() if {i.split(".")[0] for i in found} & extra}
+    assert users and all(m.startswith("evaluation.") for m in users), users
+    probe = "import sys, evaluation.cli, evaluation.whatif; print(sorted({'numpy', 'matplotlib'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_the_parser_imports_no_service_and_no_optional_package() -> None:
     probe = (
         "import sys, pingo.cli; pingo.cli.parser(); "
@@ -76,3 +89,27 @@ def test_serve_offers_every_service() -> None:
     from pingo.dev import SERVICES
 
     assert service_names() == sorted(SERVICES)
+
+
+# -- the lock -----------------------------------------------------------------------------
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pin(line: str) -> tuple[str, str]:
+    """``name==version`` (a comment after it allowed) -> (canonical name, version)."""
+    m = re.fullmatch(r"([A-Za-z0-9_.-]+)==([^\s;#]+)\s*(#.*)?", line.strip())
+    assert m, f"not an exact pin: {line!r}"
+    return canonical(m[1]), m[2]
+
+
+def test_constraints_pin_every_dependency_at_the_version_pyproject_asks_for() -> None:
+    """constraints.txt (scripts/lock) pins the whole installed set; when a dependency in
+    pyproject.toml changes without running scripts/lock, installs would fail or float."""
+    lines = [x for x in (ROOT / "constraints.txt").read_text().splitlines() if x and not x.startswith("#")]
+    locked = dict(map(pin, lines))
+    assert len(locked) == len(lines), "constraints.txt names a package twice"
+    project = PYPROJECT["project"]
+    wanted = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
+    stale = {name: (version, locked.get(name)) for name, version in map(pin, wanted) if locked.get(name) != version}
+    assert stale == {}, f"pyproject.toml wants, constraints.txt has: {stale}; run scripts/lock"

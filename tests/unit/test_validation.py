@@ -413,3 +413,165 @@ async def test_every_launcher_problem_is_listed_at_once(checks):
         "actions[0].configurationParameters[1].key",
         "actions[1].additionalInput[0].value",
     }, violations
+
+
+# --- a strict language: unknown fields --------------------------------------------------------
+# A misspelled field used to be ignored: the action ran without it and failed at run time.
+
+# pydantic's own words and internal names, which must never reach a user.
+PARSER_NOISE = ("Input should", "constrained-", "RetryPolicy", "_Raw", "list[", "dict[", "union[", "Value error")
+
+
+def in_workflow_language(violations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for v in violations:
+        for noise in PARSER_NOISE:
+            assert noise not in v["loc"] and noise not in v["message"], v
+    return violations
+
+
+async def test_the_misspelled_fields_of_the_issue_are_named_with_a_suggestion(checks):
+    """``parentAction`` and ``additonalInput``: accepted with 201 before, the step then ran as
+    a root without its argument. Its child does not report the rejected action as missing."""
+    typo = {**without(shell(2), "parentActions", "additionalInput"), "parentAction": [{"id": 1}],
+            "additonalInput": ["x"]}  # fmt: skip
+    violations = in_workflow_language(await rejected(checks, workflow(shell(1), typo, shell(3, [2]))))
+    v = one(violations, "actions[1].parentAction", actionId=2, field="parentAction")
+    assert v["message"] == "unknown field 'parentAction' in action 2 — did you mean 'parentActions'?", v
+    says(one(violations, "actions[1].additonalInput", actionId=2), "unknown field 'additonalInput'",
+         "did you mean 'additionalInput'")  # fmt: skip
+    assert len(violations) == 2, violations
+
+
+@pytest.mark.parametrize(
+    ("body", "loc", "suggestion"),
+    [
+        (workflow(shell(1), defualts={}), "defualts", "defaults"),
+        (workflow(shell(1), endActionID=1), "endActionID", "endActionId"),
+        (workflow({**shell(1), "comand": ["true"]}), "actions[0].comand", "command"),
+        (workflow({**shell(1), "Type": "SHELL"}), "actions[0].Type", "type"),
+        (workflow({**shell(1), "parents": []}), "actions[0].parents", "parentActions"),
+        (workflow({**shell(1), "timeout": 5}), "actions[0].timeout", "timeoutSeconds"),
+        (workflow(shell(1), {**shell(2), "parentActions": [{"idd": 1}]}), "actions[1].parentActions[0].idd", "id"),
+        (workflow({**shell(1), "additionalInput": [{"key": "k", "vaule": "v"}]}), "actions[0].additionalInput[0].vaule",
+         "value"),
+        (workflow({**shell(1), "configurationParameters": [{"kye": "K", "value": "v"}]}),
+         "actions[0].configurationParameters[0].kye", "key"),
+        (workflow({**shell(1), "retries": {"count": 2, "delay": 1}}), "actions[0].retries.delay", "delaySeconds"),
+        (workflow(shell(1), defaults={"retry": 2}), "defaults.retry", "retries"),
+        (workflow(shell(1), defaults={"retries": {"backof": 2}}), "defaults.retries.backof", "backoff"),
+    ],
+    ids=["workflow", "workflow-case", "action", "action-case", "action-synonym", "action-timeout", "parent",
+         "input", "configuration", "retries", "defaults", "defaults-retries"],
+)  # fmt: skip
+async def test_an_unknown_field_at_any_level_is_named_with_the_closest_known_one(checks, body, loc, suggestion):
+    violations = in_workflow_language(await rejected(checks, body))
+    says(one(violations, loc), f"unknown field '{loc.rsplit('.', 1)[-1]}'", f"did you mean '{suggestion}'?")
+    assert len(violations) == 1, violations
+
+
+async def test_an_unknown_field_like_no_known_one_lists_the_known_ones(checks):
+    violations = in_workflow_language(await rejected(checks, workflow({**shell(1), "colour": "blue"})))
+    says(one(violations, "actions[0].colour", actionId=1), "unknown field 'colour' in action 1", "known fields",
+         "parentActions", "timeoutSeconds")  # fmt: skip
+
+
+async def test_unknown_fields_and_other_violations_are_listed_together(checks):
+    body = workflow(
+        {**shell(1), "parentAction": []},
+        {**shell(2, [1]), "command": "python3 synth.py"},
+        {**shell(3, [9])},
+        extra=True,
+    )
+    violations = in_workflow_language(await rejected(checks, body))
+    assert [v["loc"] for v in violations] == [
+        "extra", "actions[0].parentAction", "actions[1].command", "actions[2].parentActions"
+    ], violations  # fmt: skip
+
+
+# --- wrong types, said in the workflow language --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "loc", "words"),
+    [
+        ({"command": "python3 synth.py --n 3"}, "command",
+         ["list of strings (an argv)", "not a string", 'write ["python3", "synth.py", "--n", "3"]']),
+        ({"command": "cat x | wc -l"}, "command", ["argv", 'write ["sh", "-c", "cat x | wc -l"] if it needs a shell']),
+        ({"command": ["python3", 3]}, "command[1]", ["command[1] must be a string", "argv", "not 3"]),
+        ({"retries": -1}, "retries", ["retries must be at least 0", "not -1"]),
+        ({"retries": 101}, "retries", ["at most 100"]),
+        ({"retries": "3"}, "retries", ["retries must be a count", "{count, delaySeconds, backoff}", "not a string"]),
+        ({"retries": True}, "retries", ["retries must be a count", "not true"]),
+        ({"retries": [2]}, "retries", ["retries must be a count", "not a list"]),
+        ({"retries": {"count": 1.5}}, "retries.count", ["whole number", "not 1.5"]),
+        ({"retries": {"count": 2, "backoff": 0.5}}, "retries.backoff", ["at least 1"]),
+        ({"timeoutSeconds": 0}, "timeoutSeconds", ["more than 0"]),
+        ({"timeoutSeconds": "60"}, "timeoutSeconds", ["number of seconds", "not a string"]),
+        ({"timeoutSeconds": 10**9}, "timeoutSeconds", ["at most 2592000"]),
+        ({"additionalInput": 5}, "additionalInput", ["list of arguments", "not 5"]),
+        ({"additionalInput": [["nested"]]}, "additionalInput[0]", ["string, number, boolean", "not a list"]),
+        ({"additionalInput": [{"key": "k"}]}, "additionalInput[0].value", ["required"]),
+        ({"configurationParameters": [{"key": "A", "value": None}]}, "configurationParameters[0].value",
+         ["string, number or boolean", "not null"]),
+        ({"parentActions": [1.5]}, "parentActions[0]", ["parent id", "not 1.5"]),
+        ({"parentActions": "1"}, "parentActions", ["list of parent ids", "not a string"]),
+        ({"forceComputation": "maybe"}, "forceComputation", ["true or false"]),
+        ({"name": 5}, "name", ["name must be a non-empty string", "not 5"]),
+        ({"id": 1.5}, "id", ["integer or a string", "not 1.5"]),
+    ],
+    ids=["command-line", "command-shell-line", "command-item", "retries-negative", "retries-too-many",
+         "retries-text", "retries-boolean", "retries-list", "retries-count-fraction", "retries-backoff",
+         "timeout-zero", "timeout-text", "timeout-too-long", "input-number", "input-nested", "input-no-value",
+         "conf-null", "parent-fraction", "parents-text", "force-text", "name-number", "id-fraction"],
+)  # fmt: skip
+async def test_a_wrong_type_is_said_as_what_the_field_must_be(checks, change, loc, words):
+    violations = in_workflow_language(await rejected(checks, workflow({**shell(0), "id": 1, **change})))
+    says(one(violations, f"actions[0].{loc}"), *words)
+    assert len(violations) == 1, violations
+
+
+@pytest.mark.parametrize("actions", [{"1": shell(1)}, "shell(1)"], ids=["object", "string"])
+async def test_actions_that_are_not_a_list_are_said_to_be_one(checks, actions):
+    violations = in_workflow_language(await rejected(checks, workflow(actions=actions)))
+    says(one(violations, "actions", field="actions"), "actions must be a list of action objects")
+    assert len(violations) == 1, violations
+
+
+@pytest.mark.parametrize(
+    ("defaults", "loc", "words"),
+    [
+        (5, "defaults", ["defaults must be an object", "not 5"]),
+        ({"retries": -2}, "defaults.retries", ["at least 0"]),
+        ({"retries": {"count": "x"}}, "defaults.retries.count", ["whole number"]),
+        ({"timeoutSeconds": False}, "defaults.timeoutSeconds", ["number of seconds", "not false"]),
+    ],
+    ids=["not-object", "retries", "retries-count", "timeout"],
+)
+async def test_wrong_defaults_are_said_in_the_workflow_language(checks, defaults, loc, words):
+    violations = in_workflow_language(await rejected(checks, workflow(shell(1), defaults=defaults)))
+    says(one(violations, loc, field="defaults"), *words)
+    assert len(violations) == 1, violations
+
+
+def test_execution_settings_are_accepted_in_both_forms_and_defaults_fill_in():
+    body = workflow(
+        {**shell(1), "retries": 2},
+        {**shell(2, [1]), "retries": {"count": 1, "delaySeconds": 0.5, "backoff": 3}, "timeoutSeconds": 30},
+        shell(3, [2]),
+        defaults={"retries": {"count": 4, "delaySeconds": 2}, "timeoutSeconds": 600},
+    )
+    spec, violations = parse_workflow(body)
+    assert violations == [] and spec is not None
+    a = spec.by_id()
+    assert (a[1].retries.count, a[1].retries.delaySeconds, a[1].timeoutSeconds) == (2, 10.0, 600)
+    assert (a[2].retries.count, a[2].retries.delaySeconds, a[2].retries.backoff, a[2].timeoutSeconds) == (1, 0.5, 3, 30)
+    assert (a[3].retries.count, a[3].retries.delaySeconds, a[3].timeoutSeconds) == (4, 2, 600)
+    # How to run it, not what it computes: the same definition, so the same lineage hash.
+    plain, _ = parse_workflow(workflow(shell(1), shell(2, [1]), shell(3, [2])))
+    assert [x.definition() for x in spec.actions] == [x.definition() for x in plain.actions]
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("**/*.json")))
+def test_the_bundled_examples_are_valid(path):
+    _, violations = parse_workflow(json.loads((ROOT / path).read_text()))
+    assert violations == [], violations

@@ -1,0 +1,83 @@
+"""A dataset's provenance for ``GET /api/v1/datasets/{hash}``: its lineage, the action
+and workflow that produced it, the actions that reused, followed or read it, and its
+history.
+
+All of it is read from what planning and ending already record: the dataset document
+(lineage, history, ``produced_by`` set at commit, the live ``producers``), and the
+actions whose output it is (``hash``, an indexed equality). Readers are found in the
+workflows of those actions, as the actions whose parents include one of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.workflow_manager.views import (
+    Consumer,
+    DatasetDetail,
+    Lineage,
+    action_link,
+    dataset_view,
+    history_of,
+    produced_by,
+)
+from shared.store import actions as acts
+from shared.store import workflows as wfs
+from shared.store.client import Store
+
+# The newest actions whose output is the dataset that are looked at, and the workflows
+# searched for readers: a dataset reused ten thousand times is shown by its latest uses.
+ACTIONS_SHOWN = 100
+READER_WORKFLOWS = 20
+FIELDS = {"_id": 1, "name": 1, "state": 1, "decision": 1, "reason": 1, "workflow_id": 1, "created_at": 1,
+          "follows": 1}  # fmt: skip
+
+
+async def detail(store: Store, d: dict[str, Any]) -> DatasetDetail:
+    h = d["_id"]
+    same = await acts.with_hash(store, h, FIELDS, ACTIONS_SHOWN)
+    computations = [a for a in same if a["decision"] == "compute"]
+    by_id = {a["_id"]: a for a in same}
+    producer_id = produced_by(d)
+    if producer_id is None:
+        producer_id = next((a["_id"] for a in computations if a["state"] == "FINISHED"), None)
+    if producer_id is not None and producer_id not in by_id:
+        for a in await acts.get_many(store, [producer_id], FIELDS):
+            by_id[a["_id"]] = a
+    related: list[tuple[dict[str, Any], str]] = []
+    for a in same:
+        if a.get("follows"):
+            related.append((a, "followed"))
+        elif a["decision"] != "compute" and a.get("reason") == "stored":
+            related.append((a, "reused"))
+    # Readers: the computed children of the actions that are this dataset, in their workflows.
+    searched: set[str] = set()
+    for a in same:
+        if a["workflow_id"] in searched or len(searched) >= READER_WORKFLOWS:
+            continue
+        searched.add(a["workflow_id"])
+        holders = [b["_id"] for b in same if b["workflow_id"] == a["workflow_id"]]
+        for holder in holders:
+            for child in await acts.children_of(store, a["workflow_id"], holder, FIELDS):
+                if child["decision"] == "compute":
+                    related.append((child, "read"))
+    names = await wfs.names(store, {a["workflow_id"] for a in [*by_id.values(), *(c for c, _ in related)]})
+    workflows = {wf_id: {"name": name} for wf_id, name in names.items()}
+    producer = by_id.get(producer_id) if producer_id else None
+    # An action of a workflow with two identical actions (one following the other) is found twice.
+    unique = {(a["_id"], rel): a for a, rel in related}
+    consumers = [Consumer(**action_link(a, workflows).model_dump(), relation=rel) for (_, rel), a in unique.items()]
+    consumers.sort(key=lambda c: -(c.createdAt or 0))
+    lineage = d.get("lineage")
+    base = dataset_view(d)
+    if producer is not None:
+        base.workflow = action_link(producer, workflows).workflow
+    return DatasetDetail(
+        **base.model_dump(),
+        lineage=Lineage.model_validate(lineage) if lineage else None,
+        parents=list((lineage or {}).get("parents", [])),
+        producer=action_link(producer, workflows) if producer else None,
+        computations=[action_link(a, workflows) for a in computations],
+        consumers=consumers,
+        history=history_of(d),
+    )

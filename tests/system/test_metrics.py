@@ -1,0 +1,106 @@
+"""/metrics, /healthz and /readyz of a process: scraped over HTTP from the services running
+in this process, parsed with the official client's parser."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from pymongo import AsyncMongoClient
+
+from shared.bus.rabbitmq import RabbitBus
+from shared.config import Settings
+from shared.ops import OpsServer
+from shared.store import Store
+from tests.support.net import free_port
+from tests.support.system import AMQP_URL, Api, make_settings
+from tests.support.workflows import shell_action
+
+
+@pytest.fixture
+def settings(tmp_path: Path, mongo_url: str) -> Settings:
+    """The suite's settings with the ops server on; the suite's ``system`` fixture runs on them."""
+    return make_settings(tmp_path, mongo_url, metrics_port=free_port())
+
+
+async def scrape(port: int) -> dict[tuple[str, tuple], float]:
+    """Every sample of ``/metrics``, keyed by name and sorted labels."""
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as resp:
+        assert resp.status == 200
+        text = await resp.text()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def total(samples: dict, name: str, **labels: str) -> float:
+    return sum(v for (n, ls), v in samples.items() if n == name and labels.items() <= dict(ls).items())
+
+
+async def test_a_workflow_shows_in_the_transition_counts_and_store_latency(system: Api, settings: Settings) -> None:
+    before = await scrape(settings.metrics_port)
+    done = await system.run({"name": "metrics", "actions": [shell_action(1, "m-1"), shell_action(2, "m-2", [1])]})
+    assert done["state"] == "SUCCEEDED"
+    after = await scrape(settings.metrics_port)
+
+    def moved(**labels: str) -> float:
+        return total(after, "pingo_transitions_total", **labels) - total(before, "pingo_transitions_total", **labels)
+
+    assert moved(entity="actions", target="FINISHED") == 2
+    assert moved(entity="workflows", target="SUCCEEDED") == 1
+    assert total(after, "pingo_store_operation_seconds_count", command="find") > 0
+    # The local executor calls back when a job ends; each accepted callback is counted.
+    assert (
+        total(after, "pingo_callbacks_total", outcome="accepted")
+        - total(before, "pingo_callbacks_total", outcome="accepted")
+        == 2
+    )
+    started = total(after, "pingo_ready_to_submit_seconds_count") - total(before, "pingo_ready_to_submit_seconds_count")
+    assert started == 2
+    assert total(after, "pingo_decision_runs_total") > 0
+    assert total(after, "pingo_storage_capacity_bytes") == settings.capacity_bytes
+    assert total(after, "pingo_storage_used_bytes") > 0
+    assert total(after, "pingo_store_operation_seconds_count") > total(before, "pingo_store_operation_seconds_count")
+
+
+async def test_an_identical_submission_counts_reuse_hits_and_saved_seconds(system: Api, settings: Settings) -> None:
+    body = {"name": "again", "actions": [shell_action(1, "r-1", seconds=0.2), shell_action(2, "r-2", [1])]}
+    assert (await system.run(body))["state"] == "SUCCEEDED"
+    before = await scrape(settings.metrics_port)
+    assert (await system.run(body))["state"] == "SUCCEEDED"
+    after = await scrape(settings.metrics_port)
+    hits = total(after, "pingo_reuse_hits_total") - total(before, "pingo_reuse_hits_total")
+    saved = total(after, "pingo_reuse_saved_seconds_total") - total(before, "pingo_reuse_saved_seconds_total")
+    assert hits >= 1  # the leaf is reused; its parent, feeding only a reused action, may be skipped
+    assert saved > 0
+
+
+async def test_ready_and_alive_while_the_store_and_broker_are_up(system: Api, settings: Settings) -> None:
+    async with aiohttp.ClientSession() as http:
+        for path in ("/healthz", "/readyz"):
+            async with http.get(f"http://127.0.0.1:{settings.metrics_port}{path}") as resp:
+                assert resp.status == 200, await resp.text()
+
+
+async def test_not_ready_names_the_store_and_the_broker_when_unreachable() -> None:
+    # A real PyMongo client and a real RabbitMQ bus, pointed at ports where nothing listens.
+    dead = free_port()
+    client: AsyncMongoClient = AsyncMongoClient(f"mongodb://127.0.0.1:{dead}", serverSelectionTimeoutMS=300)
+    bus = RabbitBus(AMQP_URL.replace(":5672", f":{free_port()}"), "pingo.test.dead")
+    port = free_port()
+    ops = OpsServer(Store(client, client["pingo"]), bus, "127.0.0.1", port)
+    await ops.start()
+    try:
+        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/readyz") as resp:
+            assert resp.status == 503
+            body = await resp.json(content_type=None)
+        assert any(d.startswith("store") for d in body["down"]) and "broker: not connected" in body["down"]
+        async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/healthz") as resp:
+            assert resp.status == 200  # alive all the same: restarting it would not bring the store back
+    finally:
+        await ops.stop()
+        await client.close()

@@ -1,0 +1,68 @@
+"""``pingo validate FILE``: the workflow language's checks offline (no server, nothing
+stored), every violation with where it is; exit 0 when valid, 1 when not, 2 when the file
+cannot be read as JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pingo.cli import main
+from tests.support.validation import shell, workflow
+from tests.support.workflows import ROOT
+
+
+def validate(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as ended:
+        main(["validate", *argv])
+    out, err = capsys.readouterr()
+    return ended.value.code, out, err
+
+
+def written(tmp_path: Path, body: object) -> str:
+    path = tmp_path / "workflow.json"
+    path.write_text(json.dumps(body))
+    return str(path)
+
+
+def test_a_valid_workflow_is_summarized(capsys):
+    code, out, err = validate(capsys, str(ROOT / "examples" / "diamond.json"))
+    assert (code, err) == (0, "")
+    assert out.strip().endswith("valid: 4 actions, 1 root, 1 leaf"), out
+
+
+def test_every_violation_is_printed_with_its_location(capsys, tmp_path):
+    typo = {**shell(2), "parentAction": [{"id": 1}]}
+    del typo["parentActions"]
+    path = written(tmp_path, workflow(shell(1), typo, {**shell(3, [2]), "command": "python3 synth.py"}, extra=1))
+    code, out, err = validate(capsys, path)
+    assert (code, out) == (1, "")
+    lines = err.splitlines()
+    assert lines[0] == f"pingo: {path}: 3 violation(s)", err
+    assert lines[1:] == [
+        "  - extra: unknown field 'extra' in the workflow (known fields: name, startActionId, endActionId, actions, "
+        "defaults)",
+        "  - actions[1].parentAction (action 2): unknown field 'parentAction' in action 2 — did you mean "
+        "'parentActions'?",
+        "  - actions[2].command (action 3): command must be a list of strings (an argv), not a string: write "
+        '["python3", "synth.py"]',
+    ], err
+
+
+def test_json_output_lists_the_violations(capsys, tmp_path):
+    code, out, _ = validate(capsys, "--json", written(tmp_path, workflow({**shell(1), "retries": -1})))
+    assert code == 1
+    result = json.loads(out)
+    assert result["valid"] is False
+    assert [(v["loc"], v["actionId"]) for v in result["violations"]] == [("actions[0].retries", 1)]
+    assert "at least 0" in result["violations"][0]["message"]
+
+
+def test_a_file_that_is_not_json_says_where(capsys, tmp_path):
+    path = tmp_path / "broken.json"
+    path.write_text('{"name": "x",\n "actions": [}')
+    code, out, err = validate(capsys, str(path))
+    assert (code, out) == (2, "")
+    assert f"{path}:2:" in err and "not valid JSON" in err, err
