@@ -331,6 +331,9 @@ class OozieApp:
             raise OozieError(400, "E0303", f"Invalid parameter value, [show] = [{show}]")
         if show == "status" and version == 1:
             raise OozieError(400, "E0302", "Invalid parameter [Not supported in this version]")
+        if show in ("errorlog", "auditlog") and version == 1:
+            # v1's servlet refuses both before looking the job up, with its own wording.
+            raise OozieError(400, "E0302", "Invalid parameter [Not supported in v1]")
         job_id, _, node = resource.partition("@")
         # Oozie reads the status through a query that raises E0605 for a missing row;
         # show=info raises E0604 ("Job does not exist").

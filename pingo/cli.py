@@ -24,9 +24,11 @@ from pingo.display import (
     render_status,
     show,
     timeline_table,
+    usage_table,
     watch,
     workflows_table,
 )
+from pingo.users import add_parser as users_commands
 
 # This module is the command line and nothing else: no other module imports it. Building
 # the parser imports neither the services nor the optional packages; each command imports
@@ -64,6 +66,9 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 def api_error(exc: ApiError) -> NoReturn:
     first, *rest = exc.lines()
+    if exc.status == 401:
+        rest.append("  (set PINGO_TOKEN to your token, or put it in ~/.config/pingo/token; an admin makes one with "
+                    "pingo users add NAME)")  # fmt: skip
     print(f"pingo: {first}", *rest, sep="\n", file=sys.stderr)
     raise SystemExit(1)
 
@@ -189,6 +194,14 @@ async def cmd_kill(args: argparse.Namespace) -> int:
 async def cmd_datasets(args: argparse.Namespace) -> int:
     if getattr(args, "hash", None):
         return await cmd_dataset_show(args)
+    if args.by_user:
+        async with gateway(args) as client:
+            rows = await client.usage_by_user()
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        else:
+            show(console(), usage_table(rows))
+        return 0
     async with gateway(args) as client:
         body = await client.datasets(args.state)
     if args.json:
@@ -230,18 +243,28 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_logs(args: argparse.Namespace) -> int:
+    out = sys.stdout.buffer
+    async with gateway(args) as client:
+        async for chunk in client.logs(args.action_id, args.attempt, args.stream, args.tail, args.follow):
+            out.write(chunk)
+            out.flush()  # as it arrives: a followed log is read while the job runs
+    return 0
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     from pingo.dev import all_services, taken_ports
-    from shared.config import Settings
-    from shared.runtime import configure_logging, serve
+    from shared.runtime import configure_logging, load_settings, serve
 
-    configure_logging(args.log_level)
     overrides: dict[str, Any] = {}
     if args.port:
         overrides["port"] = args.port
         if "PINGO_CALLBACK_PORT" not in os.environ:
             overrides["callback_port"] = args.port + 1
-    settings = Settings(**overrides)
+    if args.log_level:
+        overrides["log_level"] = args.log_level
+    settings = load_settings(**overrides)
+    configure_logging(settings.log_level, settings.log_format, "dev")
     if taken := taken_ports(settings):
         fail(
             f"dev: {' and '.join(taken)} already in use, by another pingo dev or another program; "
@@ -259,10 +282,11 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from pingo.dev import SERVICES
-    from shared.runtime import configure_logging, serve
+    from shared.runtime import configure_logging, load_settings, serve
 
-    configure_logging(args.log_level)
-    asyncio.run(serve(lambda ctx: [SERVICES[args.service](ctx)]))
+    settings = load_settings(**({"log_level": args.log_level} if args.log_level else {}))
+    configure_logging(settings.log_level, settings.log_format, args.service)
+    asyncio.run(serve(lambda ctx: [SERVICES[args.service](ctx)], settings))
     return 0
 
 
@@ -295,6 +319,9 @@ def service_names() -> list[str]:
     return sorted(p.name for p in resources.files(services).iterdir() if p.joinpath("__main__.py").is_file())
 
 
+LOG_LEVEL_HELP = "DEBUG, INFO, WARNING or ERROR (default: PINGO_LOG_LEVEL, else INFO)"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pingo", description=__doc__)
     p.add_argument("--version", action="version", version=f"pingo {installed_version()}")
@@ -310,11 +337,11 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--port", type=int, help="gateway port (default 8080); callbacks on port+1 unless PINGO_CALLBACK_PORT is set"
     )
-    d.add_argument("--log-level", default="INFO")
+    d.add_argument("--log-level", help=LOG_LEVEL_HELP)
     d.set_defaults(run=cmd_dev)
     s = sub.add_parser("serve", help="run one service")
     s.add_argument("service", choices=service_names())
-    s.add_argument("--log-level", default="INFO")
+    s.add_argument("--log-level", help=LOG_LEVEL_HELP)
     s.set_defaults(run=cmd_serve)
     m = sub.add_parser("demo", help="start Pingo, run the bundled examples twice, show what was reused")
     m.add_argument("--port", type=int, default=None)
@@ -351,6 +378,9 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(run=cmd_list)
     c = client_cmd("datasets", "managed datasets and storage usage; `datasets show HASH` for one")
     c.add_argument("--state")
+    c.add_argument(
+        "--by-user", action="store_true", help="per user: datasets kept, compute time spent, time saved by reuse"
+    )
     c.set_defaults(run=cmd_datasets)
     shows = c.add_subparsers(dest="datasets_command", metavar="show HASH")
     one = shows.add_parser("show", help="one dataset and the workflow that made it (a hash or its start)")
@@ -361,6 +391,15 @@ def parser() -> argparse.ArgumentParser:
     c = client_cmd("timeline", "a workflow's transitions in time order")
     c.add_argument("id")
     c.set_defaults(run=cmd_timeline)
+    c = sub.add_parser("logs", help="an action attempt's standard output or error (--follow: until it ends)")
+    c.add_argument("action_id", metavar="ACTION_ID", help="the action's id, as `pingo status --json` shows it")
+    c.add_argument("--attempt", type=int, help="1-based (default: the latest)")
+    c.add_argument("--stream", choices=("stdout", "stderr"), default="stdout")
+    c.add_argument("--tail", type=int, metavar="N", help="only the last N lines")
+    c.add_argument("--follow", "-f", action="store_true", help="keep printing what it writes until it ends")
+    c.add_argument("--url", help=URL_HELP)
+    c.set_defaults(run=cmd_logs)
+    users_commands(sub)
     return p
 
 

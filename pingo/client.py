@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -31,6 +32,24 @@ def default_url(env: Mapping[str, str] | None = None) -> str:
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"PINGO_PORT must be a port number (1-65535), not {port!r}")
     return f"http://{f'[{host}]' if ':' in host else host}:{int(port)}"
+
+
+def token_file(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    config = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
+    return config / "pingo" / "token"
+
+
+def default_token(env: Mapping[str, str] | None = None) -> str | None:
+    """The API token to send: ``PINGO_TOKEN`` if set, else the first line of the token file
+    (``~/.config/pingo/token``), else none (a Pingo with users off needs none)."""
+    env = os.environ if env is None else env
+    if token := env.get("PINGO_TOKEN", "").strip():
+        return token
+    try:
+        return token_file(env).read_text().strip().splitlines()[0] or None
+    except (OSError, IndexError):
+        return None
 
 
 def problem_lines(body: Any) -> list[str]:
@@ -75,12 +94,14 @@ class ApiError(Exception):
 
 
 class Client:
-    def __init__(self, base_url: str | None = None) -> None:
+    def __init__(self, base_url: str | None = None, token: str | None = None) -> None:
         self.base = (base_url or default_url()).rstrip("/")
+        self.token = token if token is not None else default_token()
         self.session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> Client:
-        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60), headers=headers)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -142,8 +163,48 @@ class Client:
     async def datasets(self, state: str | None = None) -> dict[str, Any]:
         return await self.call("GET", "/api/v1/datasets", params={"state": state} if state else None)
 
+    async def usage_by_user(self) -> list[dict[str, Any]]:
+        """Each user's share of storage and of the time reuse saved (those the caller may see)."""
+        body = await self.call("GET", "/api/v1/datasets", params={"byUser": "true", "limit": 1})
+        return body.get("byUser") or []
+
     async def dataset(self, hash_: str) -> dict[str, Any]:
         return await self.call("GET", f"/api/v1/datasets/{hash_}")
+
+    async def logs(
+        self,
+        action_id: str,
+        attempt: int | None = None,
+        stream: str = "stdout",
+        tail: int | None = None,
+        follow: bool = False,
+    ) -> AsyncIterator[bytes]:
+        """An attempt's log, chunk by chunk as the gateway sends it (docs/api.md, "Action
+        logs"). A followed log has no time limit: it ends when the attempt ends."""
+        assert self.session is not None
+        params: dict[str, str] = {"stream": stream}
+        if attempt is not None:
+            params["attempt"] = str(attempt)
+        if tail is not None:
+            params["tail"] = str(tail)
+        if follow:
+            params["follow"] = "true"
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30) if follow else None
+        try:
+            async with self.session.get(
+                f"{self.base}/api/v1/actions/{action_id}/logs", params=params, timeout=timeout
+            ) as resp:
+                if resp.status >= 400:
+                    text = await resp.text()
+                    try:
+                        body = json.loads(text)
+                    except ValueError:
+                        body = {"error": f"HTTP {resp.status} from {self.base}: {text[:300]}"}
+                    raise ApiError(resp.status, body)
+                async for chunk in resp.content.iter_any():
+                    yield chunk
+        except aiohttp.ClientConnectionError as exc:
+            raise ApiError(0, {"error": f"cannot reach Pingo at {self.base}: {exc}"}) from exc
 
     async def timeline(self, wf_id: str) -> list[dict[str, Any]]:
         """Every transition of a workflow, its actions and their datasets, in time order."""

@@ -364,6 +364,20 @@ def dry_run_view(plan: dict[str, Any]) -> RenderableType:
     return Group(Text(f"dry run of {plan['name']}: {totals}; nothing was submitted"), table)
 
 
+def usage_table(rows: list[dict[str, Any]]) -> RenderableType:
+    """``pingo datasets --by-user``: what each user's workflows keep, spent, and saved by reuse."""
+    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    table.add_column("user", no_wrap=True)
+    for heading in ("datasets", "stored", "computed", "saved by reuse", "of it from others"):
+        table.add_column(heading, justify="right", no_wrap=True)
+    for r in rows:
+        table.add_row(
+            r["user"] or "(no user)", str(r["datasets"]), human(r["bytes"]), duration(r["computeSeconds"]),
+            duration(r["savedSeconds"]), duration(r["savedFromOthersSeconds"]),
+        )  # fmt: skip
+    return table
+
+
 def datasets_view(body: dict[str, Any]) -> RenderableType:
     """``pingo datasets``: the managed storage against its budget, bytes by state, one row per dataset."""
     stored = body["bytesByState"].get("STORED", 0)

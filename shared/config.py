@@ -12,16 +12,35 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.sizes import Bytes
+
+USER_SLOT = "{user}"  # in an output root: the submitting user's name
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PINGO_", env_nested_delimiter="__", extra="ignore")
 
     data_dir: Path = Field(Path(".pingo"), description="Where embedded MongoDB data, datasets and local jobs live.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="Least severe log lines written: DEBUG, INFO, WARNING or ERROR (any case)."
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text", description="Log lines as text for people, or json: one object per line (docs/operations.md)."
+    )
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _any_case(cls, value: object) -> object:
+        # A known value in any case; an unknown one as given, so the error quotes it.
+        if isinstance(value, str):
+            for known in (*LEVELS, "text", "json"):
+                if value.strip().lower() == known.lower():
+                    return known
+        return value
 
     mongo_url: str | None = Field(None, description="MongoDB URL; unset starts the embedded nx-27017 server.")
     mongo_db: str = Field("pingo", description="Database name.")
@@ -60,6 +79,31 @@ class Settings(BaseSettings):
         description="Web origins (scheme://host[:port]) that may call the gateway from a browser; "
         "other cross-origin requests get 403. Default: none (CORS off).",
     )
+    auth: Literal["auto", "required", "off"] = Field(
+        "auto",
+        description="Who may call the gateway (docs/users.md). auto: anyone while no user exists and no OIDC "
+        "issuer is set, then only with a token; required: only with a token, even before the first user; off: "
+        "anyone (a single-user tool: refused on a non-loopback PINGO_HOST).",
+    )
+    auth_cache_seconds: float = Field(
+        2.0,
+        ge=0,
+        description="How long a replica trusts what it read of users and tokens: a revocation takes effect "
+        "everywhere within this many seconds.",
+    )
+    oidc_issuer: str | None = Field(
+        None, description="OIDC issuer URL: its JWTs are accepted as credentials (verified against its JWKS)."
+    )
+    oidc_audience: str | None = Field(None, description="The audience (aud) a JWT must name; required with an issuer.")
+    oidc_jwks_url: str | None = Field(
+        None, description="The issuer's key set; default: jwks_uri of <issuer>/.well-known/openid-configuration."
+    )
+    oidc_user_claim: str = Field("preferred_username", description="The JWT claim holding the Pingo user name.")
+    oidc_groups_claim: str = Field("groups", description="The JWT claim listing the user's groups.")
+    oidc_admin_group: str | None = Field(None, description="Members of this group (in the groups claim) are admins.")
+    oidc_algorithms: list[str] = Field(
+        default_factory=lambda: ["RS256", "ES256"], description="JWT signature algorithms accepted."
+    )
     body_timeout: float = Field(30.0, gt=0, description="Seconds a client has to send a request body (408 after).")
     request_store_timeout: float = Field(
         3.0, gt=0, description="How long a gateway GET waits for a MongoDB it cannot reach, seconds (then 503)."
@@ -79,7 +123,9 @@ class Settings(BaseSettings):
     hdfs_root: str = Field("/pingo", description="On HDFS: datasets/, outputs/, actions/ and oozie-apps/ under it.")
     managed_root: Path | None = Field(None, description="Managed datasets root; default <data_dir>/datasets.")
     output_roots: list[Path] = Field(
-        default_factory=list, description="Where unmanaged outputs may go; default <data_dir>/outputs."
+        default_factory=list,
+        description="Where unmanaged outputs may go; default <data_dir>/outputs. {user} in a root stands for the "
+        "submitting user (/user/{user}/out): such a root is closed while users are off.",
     )
     action_roots: list[Path] = Field(
         default_factory=list, description="Where actionFolder may point; default the working directory."
@@ -131,11 +177,23 @@ class Settings(BaseSettings):
     reconcile_interval: float = Field(
         300.0, gt=0, description="Reconcile sweep: STORED and LEAF datasets whose files are gone become LOST, seconds."
     )
+    job_retention: float = Field(
+        7 * 86_400.0,
+        ge=0,
+        description="How long the folder of a local job (its request, status and logs) is kept after the job "
+        "ended, seconds; 0 keeps them forever. Pruned by the action manager every settle interval.",
+    )
 
     @model_validator(mode="after")
     def _executor_matches_storage(self) -> Settings:
         if (self.executor == "oozie") != (self.storage == "webhdfs"):
             raise ValueError("PINGO_EXECUTOR=oozie goes with PINGO_STORAGE=webhdfs (and local with local)")
+        return self
+
+    @model_validator(mode="after")
+    def _oidc_complete(self) -> Settings:
+        if self.oidc_issuer and not self.oidc_audience:
+            raise ValueError("PINGO_OIDC_ISSUER needs PINGO_OIDC_AUDIENCE (the aud a token must name)")
         return self
 
     @property
@@ -160,10 +218,16 @@ class Settings(BaseSettings):
             return str(self.managed_root) if self.managed_root else posixpath.join(self.hdfs_root, "datasets")
         return str(self.managed_dir)
 
-    def output_root_list(self) -> list[str]:
+    def output_root_list(self, user: str | None = None) -> list[str]:
+        """The output roots open to ``user``: ``{user}`` filled in; a root with ``{user}``
+        is open to nobody when there is no user (users off)."""
         if self.on_hdfs:
-            return [str(p) for p in self.output_roots] or [posixpath.join(self.hdfs_root, "outputs")]
-        return [str(p) for p in self.allowed_output_roots]
+            roots = [str(p) for p in self.output_roots] or [posixpath.join(self.hdfs_root, "outputs")]
+        else:
+            roots = [str(p) for p in self.allowed_output_roots]
+        if user is None:
+            return [r for r in roots if USER_SLOT not in r]
+        return [r.replace(USER_SLOT, user) for r in roots]
 
     def action_root_list(self) -> list[str]:
         if self.on_hdfs:

@@ -49,6 +49,7 @@ class EventType(StrEnum):
 
 
 class Subject(BaseModel):
+    owner: str | None = Field(None, description="The user whose workflow it is (null when users are off).")
     workflow_id: str | None = None
     action_id: str | None = None
     dataset_hash: str | None = None
@@ -68,9 +69,11 @@ class Event(BaseModel):
     @property
     def routing_key(self) -> str:
         """``<type>.<owner>.<workflow>``: bind ``action.finished.#`` for one type,
-        ``#.<workflow id>`` for one workflow. Workflows have no owner yet (issue 11):
-        the owner word is reserved and is ``_`` until they do."""
-        return f"{self.type.value}.{NO_SCOPE}.{self.subject.workflow_id or NO_SCOPE}"
+        ``*.*.alice.*`` for one user's, ``#.<workflow id>`` for one workflow. The owner is
+        ``_`` where there is none (users off, or a dataset event no workflow caused); user
+        names hold no dot (shared/store/users.py), so each is one word."""
+        owner = self.subject.owner or NO_SCOPE
+        return f"{self.type.value}.{owner}.{self.subject.workflow_id or NO_SCOPE}"
 
     @classmethod
     def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]

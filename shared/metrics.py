@@ -64,6 +64,16 @@ USED_BYTES = Gauge(
     "pingo_storage_used_bytes", "Bytes of STORED managed datasets, as the decision service last counted."
 )
 CAPACITY_BYTES = Gauge("pingo_storage_capacity_bytes", "The managed storage capacity (PINGO_CAPACITY_BYTES).")
+THRESHOLD_BYTES = Gauge(
+    "pingo_storage_threshold_bytes", "Usage past which a decision frees storage: PINGO_THRESHOLD x capacity."
+)
+ACTIONS = Gauge(
+    "pingo_actions",
+    "Actions in each live state (counted up to 10,000 per state), as the decision lease holder last counted.",
+    ["state"],
+)
+# Each state's count stops here: the gauge shows a backlog, it does not weigh it.
+ACTIONS_CAP = 10_000
 
 
 class StoreLatency(monitoring.CommandListener):

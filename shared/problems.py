@@ -26,9 +26,11 @@ PLANNING_ABANDONED = _TAG + "planning-abandoned"
 HOST_NOT_ALLOWED = _TAG + "host-not-allowed"
 CROSS_ORIGIN = _TAG + "cross-origin"
 ALREADY_ENDED = _TAG + "already-ended"
+UNAUTHENTICATED = _TAG + "unauthenticated"
+LOGS_GONE = _TAG + "logs-gone"
 TYPES = (
     INVALID_WORKFLOW, INVALID_QUERY, MALFORMED_BODY, STORE_UNAVAILABLE, PLANNING_ABANDONED,
-    HOST_NOT_ALLOWED, CROSS_ORIGIN, ALREADY_ENDED,
+    HOST_NOT_ALLOWED, CROSS_ORIGIN, ALREADY_ENDED, UNAUTHENTICATED, LOGS_GONE,
 )  # fmt: skip
 
 
@@ -100,6 +102,8 @@ TITLES = {
     HOST_NOT_ALLOWED: "Host not allowed",
     CROSS_ORIGIN: "Cross-origin request refused",
     ALREADY_ENDED: "The workflow has already ended",
+    UNAUTHENTICATED: "Credentials missing or refused",
+    LOGS_GONE: "The logs were removed",
 }
 
 

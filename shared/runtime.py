@@ -10,21 +10,24 @@ import asyncio
 import logging
 import re
 import signal
-import time
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
+from pydantic import ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential_jitter
 
+from shared import logs
 from shared.bus import Bus, make_bus
 from shared.config import Settings
 from shared.executors.base import Executor
 from shared.executors.factory import make_executor
 from shared.lifecycle.ending import Outcomes
 from shared.lifecycle.moves import Mover
+from shared.logs import configure_logging
 from shared.ops import OpsServer
 from shared.storage import Storage, make_storage
 from shared.store import Store, connect
@@ -137,43 +140,16 @@ async def health(_: web.Request) -> web.Response:
     return web.json_response({"ok": True})
 
 
+class Refused(Exception):
+    """A service will not start so configured; the message says why and what to set."""
+
+
 class Service(Protocol):
     name: str
 
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...
-
-
-class Throttle(logging.Filter):
-    """One record per message template per ``period`` seconds. The AMQP client logs each
-    failed reconnection attempt (every second, per connection) during a broker outage."""
-
-    def __init__(self, period: float = 30.0) -> None:
-        super().__init__()
-        self.period = period
-        self._seen: dict[tuple[str, str], tuple[float, int]] = {}
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        key = (record.name, str(record.msg))
-        now = time.monotonic()
-        last, suppressed = self._seen.get(key, (-self.period, 0))
-        if now - last < self.period:
-            self._seen[key] = (last, suppressed + 1)
-            return False
-        self._seen[key] = (now, 0)
-        if suppressed:
-            record.msg = f"{record.msg} [and {suppressed} more like it in {self.period:.0f} s]"
-        return True
-
-
-def configure_logging(level: str = "INFO") -> None:
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("aio_pika").setLevel(logging.WARNING)
-    logging.getLogger("aiormq").setLevel(logging.WARNING)
-    throttle = Throttle()
-    for name in ("aiormq.connection", "aio_pika.robust_connection", "aio_pika.tools"):
-        logging.getLogger(name).addFilter(throttle)
 
 
 @asynccontextmanager
@@ -188,8 +164,10 @@ async def running(ctx: Context, services_of: Callable[[Context], list[Service]])
             services.append(OpsServer(ctx.store, ctx.bus, ctx.settings.metrics_host, ctx.settings.metrics_port))
         try:
             for s in services:
-                await s.start()
-                log.info("%s started", s.name)
+                # The tasks a service starts inherit its name for their log lines.
+                with logs.serving(s.name):
+                    await s.start()
+                    log.info("%s started", s.name)
             yield services
         finally:
             for s in reversed(services):
@@ -217,8 +195,24 @@ async def serve(services_of, settings: Settings | None = None) -> None:
             await result.close()
         log.info("stopped before the store and the broker could be reached")
         return
-    async with running(opening.result(), services_of):
-        await stop.wait()
+    try:
+        async with running(opening.result(), services_of):
+            await stop.wait()
+    except Refused as exc:
+        log.error("not starting: %s", exc)
+        raise SystemExit(2) from None
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """The settings from ``PINGO_*`` variables (and ``overrides``); a bad value stops the
+    process with exit status 2 and one line per wrong setting, naming its variable."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        for error in exc.errors():
+            where = "PINGO_" + "__".join(str(p) for p in error["loc"]).upper() if error["loc"] else "settings"
+            print(f"pingo: {where}={error['input']!r}: {error['msg']}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def run_service(factory, argv: list[str] | None = None) -> None:
@@ -231,5 +225,6 @@ def run_service(factory, argv: list[str] | None = None) -> None:
         description=f"Run Pingo's {factory.name} service until SIGINT/SIGTERM. Every setting is a PINGO_* "
         "environment variable (shared/config.py).",
     ).parse_args(argv)
-    configure_logging()
-    asyncio.run(serve(lambda ctx: [factory(ctx)]))
+    settings = load_settings()
+    configure_logging(settings.log_level, settings.log_format, factory.name)
+    asyncio.run(serve(lambda ctx: [factory(ctx)], settings))

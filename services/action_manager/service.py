@@ -16,6 +16,7 @@ import time
 import urllib.parse
 import uuid
 
+from shared import logs
 from shared.events import Event, EventType
 from shared.executors.base import JobRequest
 from shared.lifecycle import attempts
@@ -50,6 +51,10 @@ class ActionManager:
         self.tasks.append(asyncio.create_task(forever("action scraper", self.scrape, self.ticker)))
         for _ in range(self.settings.submitters):
             self.tasks.append(asyncio.create_task(self.submitter()))
+        if self.settings.job_retention > 0:
+            # This service makes the job folders, so it prunes them (docs/operations.md, "Job retention").
+            ticker = Ticker(self.settings.settle_interval)
+            self.tasks.append(asyncio.create_task(forever("job retention", self.prune_jobs, ticker)))
         # Subscribed last: the loops run on their timers even while the broker is away
         # (events only wake them sooner).
         await self.ctx.bus.subscribe(
@@ -61,6 +66,20 @@ class ActionManager:
 
     async def on_event(self, event: Event) -> None:
         self.ticker.poke()
+
+    async def prune_jobs(self) -> bool:
+        """Remove what the executor keeps of jobs that ended more than ``job_retention`` ago.
+        The jobs of attempts still in flight stay whatever their job says: the poller has
+        yet to read how they ended."""
+        keep: set[str] = set()
+        for state in (A.SUBMITTED, A.RUNNING):
+            keep |= {
+                a["job_id"] for a in await acts.in_state(self.ctx.store, state, fields={"job_id": 1}) if a.get("job_id")
+            }
+        removed = await self.ctx.executor.prune(time.time() - self.settings.job_retention, keep)
+        if removed:
+            log.info("removed %d job folder(s) past their retention", removed)
+        return False
 
     async def scrape(self) -> bool:
         """Claim up to the queue's free room; True when a full batch was claimed (more may wait)."""
@@ -104,11 +123,13 @@ class ActionManager:
                 self.backlog = False
                 self.ticker.poke()
             try:
-                await self.submit(action)
+                with logs.about(action.get("workflow_id"), action["_id"]):
+                    await self.submit(action)
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("submitting %s failed unexpectedly", action["_id"])
+                with logs.about(action.get("workflow_id"), action["_id"]):
+                    log.exception("submitting %s failed unexpectedly", action["_id"])
             finally:
                 self.queue.task_done()
 

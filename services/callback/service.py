@@ -17,7 +17,7 @@ import time
 
 from aiohttp import web
 
-from shared import problems
+from shared import logs, problems
 from shared.lifecycle import attempts
 from shared.metrics import CALLBACKS, POLL_LAG
 from shared.runtime import Context, health
@@ -66,7 +66,12 @@ class CallbackService:
 
     async def on_callback(self, request: web.Request) -> web.Response:
         action_id = request.match_info["action_id"]
-        action = await acts.get(self.ctx.store, action_id, {"secret": 1})
+        action = await acts.get(self.ctx.store, action_id, {"secret": 1, "workflow_id": 1})
+        # The confirming task started below inherits the ids for its lines.
+        with logs.about(action.get("workflow_id") if action else None, action_id):
+            return await self.answer(request, action_id, action)
+
+    async def answer(self, request: web.Request, action_id: str, action: ActionDoc | None) -> web.Response:
         expected = action.get("secret") if action is not None else None
         # An unknown action and a wrong secret get the same answer: it must not tell which
         # ids exist. An action with no secret (REUSED, SKIPPED: never run) takes no callback.
@@ -114,14 +119,15 @@ class CallbackService:
             if not await acts.claim_poll(store, a, now + self.backoff(int(a.get("poll_count", 0)) + 1)):
                 continue
             POLL_LAG.observe(max(0.0, now - a["next_poll_at"]))
-            try:
-                if not a.get("job_id"):
-                    await self.recover_unrecorded(a)
-                else:
-                    await self.outcomes.stop_if_killed(a, a["job_id"])
-                    await self.outcomes.check(a)
-            except Exception:
-                log.exception("polling %s failed; will retry", a["_id"])
+            with logs.about(a.get("workflow_id"), a["_id"]):
+                try:
+                    if not a.get("job_id"):
+                        await self.recover_unrecorded(a)
+                    else:
+                        await self.outcomes.stop_if_killed(a, a["job_id"])
+                        await self.outcomes.check(a)
+                except Exception:
+                    log.exception("polling %s failed; will retry", a["_id"])
         return len(due) >= 100
 
     async def due_retries(self) -> None:
@@ -134,10 +140,11 @@ class CallbackService:
         for a in due:
             if a.get("kill_requested"):
                 continue  # its workflow's kill ends it
-            try:
-                await self.outcomes.retry_due(a)
-            except Exception:
-                log.exception("readying %s for its retry failed; will retry", a["_id"])
+            with logs.about(a.get("workflow_id"), a["_id"]):
+                try:
+                    await self.outcomes.retry_due(a)
+                except Exception:
+                    log.exception("readying %s for its retry failed; will retry", a["_id"])
 
     async def due_timeouts(self) -> None:
         """SUBMITTED/RUNNING actions whose ``timeout_at`` has passed: each check is claimed
@@ -147,10 +154,11 @@ class CallbackService:
             for a in await acts.in_state(store, s, {"timeout_at": {"$lte": now}}, sort="timeout_at", limit=100):
                 if not await acts.claim_timeout(store, a, now + attempts.KILL_AGAIN_AFTER):
                     continue
-                try:
-                    await self.outcomes.enforce_timeout(a)
-                except Exception:
-                    log.exception("checking %s for its timeout failed; will retry", a["_id"])
+                with logs.about(a.get("workflow_id"), a["_id"]):
+                    try:
+                        await self.outcomes.enforce_timeout(a)
+                    except Exception:
+                        log.exception("checking %s for its timeout failed; will retry", a["_id"])
 
     async def recover_unrecorded(self, action: ActionDoc) -> None:
         """SUBMITTED with no job id: its submitter died between submitting and recording."""

@@ -22,7 +22,7 @@ from pymongo.errors import DuplicateKeyError
 from shared.events import Event, EventType
 from shared.eviction import Candidate, Workload, get_algorithm
 from shared.eviction.budget import bytes_to_free
-from shared.metrics import CAPACITY_BYTES, DECISION_RUNS, USED_BYTES
+from shared.metrics import ACTIONS, ACTIONS_CAP, CAPACITY_BYTES, DECISION_RUNS, THRESHOLD_BYTES, USED_BYTES
 from shared.runtime import Context
 from shared.states import DatasetState
 from shared.store import actions as acts
@@ -99,6 +99,9 @@ class DecisionService:
         # Set by the lease holder only: a standby's gauges keep its last reading.
         USED_BYTES.set(used)
         CAPACITY_BYTES.set(capacity)
+        THRESHOLD_BYTES.set(self.settings.threshold * capacity)
+        for state, n in (await acts.live_counts(self.ctx.store, ACTIONS_CAP)).items():
+            ACTIONS.labels(state).set(n)
         to_free = bytes_to_free(used, capacity, self.settings.threshold, self.settings.target)
         if not to_free:
             DECISION_RUNS.labels("under_threshold").inc()

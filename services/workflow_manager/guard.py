@@ -251,6 +251,11 @@ class Guard:
         # must not be cut half-way, and a task it starts would inherit a deadline set here.
         if request.method not in SAFE_METHODS:
             return await handler(request)
+        # A followed log stays open as long as its job runs, reading no store while it
+        # streams: cutting it at request_timeout, or when MongoDB is away, would end a
+        # healthy stream. Such a handler bounds its own store reads.
+        if getattr(request.match_info.handler, "long_lived", False):
+            return await handler(request)
         unreachable = asyncio.timeout(None)
         watcher = asyncio.create_task(self.watch_store(unreachable))
         try:

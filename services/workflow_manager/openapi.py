@@ -39,10 +39,17 @@ class Operation:
     path_params: tuple[tuple[str, str], ...] = ()
     body: bool = False
     headers: dict[int, dict[str, str]] = field(default_factory=dict)
+    media_type: str = "application/json"
 
 
 WF_ID = (("id", "The workflow's id (wf-...)"),)
 EVENT_SCHEMA = {"type": "object", "description": "A JSON Schema (draft 2020-12) of the event envelope"}
+# An action's log: text/plain, the bytes as its job wrote them (not necessarily UTF-8).
+ACTION_LOG = {
+    "type": "string",
+    "description": "The log's bytes as the job wrote them, in order (text/plain; "
+    "charset=utf-8, though a job may write bytes that are not UTF-8)",
+}
 
 # Every route the gateway serves, in the order of the document.
 OPERATIONS: tuple[Operation, ...] = (
@@ -77,6 +84,17 @@ OPERATIONS: tuple[Operation, ...] = (
         query=queries.TimelineQuery, path_params=WF_ID,
     ),
     Operation(
+        "get", f"{API}/actions/{{id}}/logs", "getActionLogs",
+        "An attempt's standard output or error, streamed (with follow=true, until the attempt ends)",
+        ok={200: ({"$ref": REF.format(model="ActionLog")}, "The log")},
+        errors={400: "Bad query parameters; every one listed",
+                404: "No such action, no such attempt, or the action never ran (REUSED, SKIPPED, WAITING)",
+                410: "The attempt's logs were removed (job retention, or purged by Oozie)",
+                502: "The executor (Oozie) could not be asked for the logs"},
+        query=queries.LogQuery, path_params=(("id", "The action's id (actions[].id of a workflow)"),),
+        media_type="text/plain",  # sent with charset=utf-8
+    ),
+    Operation(
         "get", f"{API}/datasets", "listDatasets", "Storage usage and datasets, most recently changed first",
         ok={200: (views.DatasetList, "Usage, and one page of datasets")},
         errors={400: "Bad query parameters; every one listed"}, query=queries.DatasetQuery,
@@ -105,6 +123,7 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
 )  # fmt: skip
 
+UNAUTHENTICATED_TEXT = "Credentials missing, malformed, unknown, revoked or expired (users on: docs/users.md)"
 # What any route may answer: the guard's refusals and the failures nobody planned for.
 COMMON_ERRORS = {
     400: "The Host is not allowed (PINGO_ALLOWED_HOSTS)",
@@ -192,22 +211,29 @@ def _ref(name: str) -> dict[str, str]:
 @cache
 def document() -> dict[str, Any]:
     refs, schemas = _components()
+    schemas["ActionLog"] = ACTION_LOG
     paths: dict[str, dict[str, Any]] = {}
     for op in OPERATIONS:
         responses: dict[str, Any] = {}
         for status, (model, description) in op.ok.items():
             schema = refs[(model, "serialization")] if isinstance(model, type) else model
-            response: dict[str, Any] = {"description": description, "content": {"application/json": {"schema": schema}}}
+            response: dict[str, Any] = {"description": description, "content": {op.media_type: {"schema": schema}}}
             if status in op.headers:
                 named = op.headers[status].items()
                 response["headers"] = {n: {"description": text, "schema": {"type": "string"}} for n, text in named}
             responses[str(status)] = response
-        for status in sorted({*COMMON_ERRORS, *op.errors}):
-            if op.path == "/healthz" and status == 400:
+        guarded = op.path != "/healthz"
+        for status in sorted({*COMMON_ERRORS, *op.errors, *([401] if guarded else [])}):
+            if not guarded and status == 400:
                 continue  # /healthz answers any Host
+            if status == 401:
+                responses["401"] = _problem(UNAUTHENTICATED_TEXT, 401)
+                continue
             text = "; or ".join(t for t in (op.errors.get(status), COMMON_ERRORS.get(status)) if t)
             responses[str(status)] = _problem(text, status)
         operation: dict[str, Any] = {"operationId": op.operation_id, "summary": op.summary, "responses": responses}
+        if not guarded:
+            operation["security"] = []  # probes call it without credentials
         if params := _parameters(op, schemas):
             operation["parameters"] = params
         if op.body:
@@ -223,7 +249,14 @@ def document() -> dict[str, Any]:
             "(application/problem+json); lists are paged with the opaque cursor in next.",
         },
         "paths": paths,
-        "components": {"schemas": schemas},
+        # With users on (docs/users.md): an API token (pingo_...) or the identity provider's JWT.
+        "security": [{"bearer": []}],
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer", "description": "Needed once users exist"}
+            },
+        },
     }
 
 

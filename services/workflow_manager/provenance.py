@@ -10,6 +10,7 @@ workflows of those actions, as the actions whose parents include one of them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from services.workflow_manager.views import (
@@ -19,7 +20,10 @@ from services.workflow_manager.views import (
     action_link,
     dataset_view,
     history_of,
+    named_actions,
     produced_by,
+    redacted,
+    workflow_of,
 )
 from shared.store import actions as acts
 from shared.store import workflows as wfs
@@ -33,7 +37,10 @@ FIELDS = {"_id": 1, "name": 1, "state": 1, "decision": 1, "reason": 1, "workflow
           "follows": 1}  # fmt: skip
 
 
-async def detail(store: Store, d: dict[str, Any]) -> DatasetDetail:
+async def detail(store: Store, d: dict[str, Any], sees: Callable[[str | None], bool]) -> DatasetDetail:
+    """``sees``: whether the caller may see a workflow of this owner (docs/users.md). The
+    dataset is shared; the actions and workflows of users the caller may not see are left
+    out, so that it tells nothing of them."""
     h = d["_id"]
     same = await acts.with_hash(store, h, FIELDS, ACTIONS_SHOWN)
     computations = [a for a in same if a["decision"] == "compute"]
@@ -61,15 +68,21 @@ async def detail(store: Store, d: dict[str, Any]) -> DatasetDetail:
             for child in await acts.children_of(store, a["workflow_id"], holder, FIELDS):
                 if child["decision"] == "compute":
                     related.append((child, "read"))
-    names = await wfs.names(store, {a["workflow_id"] for a in [*by_id.values(), *(c for c, _ in related)]})
-    workflows = {wf_id: {"name": name} for wf_id, name in names.items()}
+    named = {workflow_of(a) for a in named_actions(d)}
+    found = await wfs.briefs(store, {a["workflow_id"] for a in [*by_id.values(), *(c for c, _ in related)]} | named)
+    workflows = {wf_id: w for wf_id, w in found.items() if sees(w.get("owner"))}
+    same = [a for a in same if a["workflow_id"] in workflows]
+    computations = [a for a in computations if a["workflow_id"] in workflows]
+    related = [(a, rel) for a, rel in related if a["workflow_id"] in workflows]
     producer = by_id.get(producer_id) if producer_id else None
+    if producer is not None and producer["workflow_id"] not in workflows:
+        producer = None
     # An action of a workflow with two identical actions (one following the other) is found twice.
     unique = {(a["_id"], rel): a for a, rel in related}
     consumers = [Consumer(**action_link(a, workflows).model_dump(), relation=rel) for (_, rel), a in unique.items()]
     consumers.sort(key=lambda c: -(c.createdAt or 0))
     lineage = d.get("lineage")
-    base = dataset_view(d)
+    base = redacted(dataset_view(d), set(workflows))
     if producer is not None:
         base.workflow = action_link(producer, workflows).workflow
     return DatasetDetail(

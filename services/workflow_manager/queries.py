@@ -97,11 +97,19 @@ class DatasetQuery(Query):
     state: DatasetState | None = None
     limit: int = Field(1000, ge=1, le=10_000)
     cursor: CursorParam = None
+    byUser: bool = Field(False, description="Add each user's share of storage and of the compute time saved")
 
 
 class TimelineQuery(Query):
     limit: int = Field(10_000, ge=1, le=10_000)
     cursor: CursorParam = None
+
+
+class LogQuery(Query):
+    attempt: int | None = Field(None, ge=1, le=1_000_000, description="1-based; default the latest attempt")
+    stream: Literal["stdout", "stderr"] = "stdout"
+    tail: int | None = Field(None, ge=0, le=1_000_000, description="Only the last N lines")
+    follow: bool = Field(False, description="Keep sending what the attempt writes until it ends")
 
 
 class StatsQuery(Query):

@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from services.workflow_manager import guard, openapi, provenance, queries
+from services.workflow_manager import action_logs, auth, guard, openapi, provenance, queries, ui
 from services.workflow_manager.dry_run import SubmitQuery, dry_run
 from services.workflow_manager.guard import error
 from services.workflow_manager.submission import PlanningLost, fingerprints, resolve_paths, submit, undo
@@ -19,11 +19,13 @@ from services.workflow_manager.views import (
     HistoryStats,
     Plan,
     Timeline,
+    UserUsage,
     WorkflowList,
     answer,
     dataset_view,
+    named_actions,
     planned_action,
-    produced_by,
+    redacted,
     timeline,
     workflow_detail,
     workflow_of,
@@ -67,21 +69,25 @@ class WorkflowManager:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.settings.max_body_bytes)
         guard.install(app, self.settings, self.ctx.store.client)  # Host/Origin/Content-Type, deadlines, JSON errors
+        auth.Authenticator(self.settings, self.ctx.store).install(app)  # who is asking (docs/users.md)
         r = app.router
         r.add_post("/api/v1/workflows", self.post_workflow)
         r.add_get("/api/v1/workflows", self.list_workflows)
         r.add_get("/api/v1/workflows/{id}", self.get_workflow)
         r.add_post("/api/v1/workflows/{id}/kill", self.kill_workflow)
         r.add_get("/api/v1/workflows/{id}/timeline", self.get_timeline)
+        r.add_get("/api/v1/actions/{id}/logs", self.get_action_logs)
         r.add_get("/api/v1/datasets", self.list_datasets)
         r.add_get("/api/v1/datasets/{hash}", self.get_dataset)
         r.add_get("/api/v1/history/stats", self.history_stats)
         r.add_get("/api/v1/openapi.json", self.get_openapi)
         r.add_get("/api/v1/events/schema", self.get_event_schema)
         r.add_get("/healthz", health)
+        ui.install(app)  # the web view: pages at /, /workflows/{id}, /storage, /history
         return app
 
     async def start(self) -> None:
+        await auth.check_exposure(self.settings, self.ctx.store)
         self.runner = web.AppRunner(self.app(), access_log=None, lingering_time=LINGER)
         await self.runner.setup()
         await web.TCPSite(self.runner, self.settings.host, self.settings.port).start()
@@ -94,6 +100,11 @@ class WorkflowManager:
         await cancel_all(list(self.kills))
         if self.runner is not None:
             await self.runner.cleanup()
+
+    async def get_action_logs(self, request: web.Request) -> web.StreamResponse:
+        return await action_logs.get_logs(self.ctx, request)
+
+    get_action_logs.long_lived = True  # type: ignore[attr-defined]  # may stream for long: see guard
 
     async def get_openapi(self, _: web.Request) -> web.Response:
         return web.json_response(openapi.document())
@@ -133,7 +144,8 @@ class WorkflowManager:
                          violations=[deep.model_dump(exclude_none=True)])  # fmt: skip
         parsed: list = []
         spec, violations = parse_workflow(body, parsed)
-        paths, local = await resolve_paths(parsed, self.settings, self.ctx.storage, self.ctx.executor.supports)
+        owner = auth.identity(request).name
+        paths, local = await resolve_paths(parsed, self.settings, self.ctx.storage, self.ctx.executor.supports, owner)
         violations = [*violations, *local]
         prints: dict = {}
         if not violations:
@@ -148,7 +160,7 @@ class WorkflowManager:
         if q.dryRun:  # the plan a submission would make now; nothing is written
             return answer(await dry_run(self.ctx, spec, paths, prints))
         try:
-            result = await submit(self.ctx, body, spec, paths, prints)
+            result = await submit(self.ctx, body, spec, paths, prints, owner)
         except PlanningLost:
             response = error(
                 503, "planning stalled and was abandoned; nothing was kept: submit again", type=PLANNING_ABANDONED
@@ -165,14 +177,22 @@ class WorkflowManager:
     async def list_workflows(self, request: web.Request) -> web.Response:
         q: queries.WorkflowQuery = queries.parse(request, queries.WorkflowQuery)
         after = (float(q.cursor.key or 0), q.cursor.id) if q.cursor else None
-        found = await wfs.newest(self.ctx.store, q.limit + 1, state=q.state, name=q.name, before=q.before, after=after)
+        who = auth.identity(request)
+        # Users see their own workflows; admins (and everyone while users are off) see all.
+        owner = None if who.admin else who.name
+        found = await wfs.newest(
+            self.ctx.store, q.limit + 1, state=q.state, name=q.name, before=q.before, after=after, owner=owner
+        )
         page, more = found[: q.limit], len(found) > q.limit
         last = page[-1] if page else None
         cursor = queries.encode_cursor(last.get("created_at"), last["_id"]) if more and last else None
         return answer(WorkflowList(workflows=[workflow_view(w) for w in page], next=cursor))
 
     async def _workflow(self, request: web.Request) -> dict[str, Any] | None:
-        return await wfs.get(self.ctx.store, request.match_info["id"], {"definition": 0})
+        """The workflow of the path, if the caller may see it: another user's is answered as
+        one that does not exist, so that ids cannot be probed."""
+        wf = await wfs.get(self.ctx.store, request.match_info["id"], {"definition": 0})
+        return wf if wf is not None and auth.identity(request).sees(wf.get("owner")) else None
 
     async def _actions(self, wf_id: str) -> list[dict[str, Any]]:
         docs = await acts.of_workflow(self.ctx.store, wf_id, {"secret": 0})
@@ -199,19 +219,21 @@ class WorkflowManager:
         page, more = rows[: q.limit], len(rows) > q.limit
         last = page[-1] if more else None
         cursor = queries.encode_cursor(last.at, TIE.join((last.kind, last.id, last.state))) if last else None
-        return answer(Timeline(id=wf["_id"], transitions=page, next=cursor))
+        return answer(Timeline(id=wf["_id"], owner=wf.get("owner"), transitions=page, next=cursor))
 
     async def kill_workflow(self, request: web.Request) -> web.Response:
         """Record the kill and answer 202 at once; the work is done in the background, in
         bulk. Only the request that flips ``kill_requested`` starts it (repeats answer 202
         and do nothing); a kill during planning is applied when planning ends."""
         wf_id = request.match_info["id"]
-        wf = await wfs.request_kill(self.ctx.store, wf_id, time.time())
+        who = auth.identity(request)
+        existing = await wfs.get(self.ctx.store, wf_id, {"state": 1, "owner": 1})
+        if existing is None or not who.sees(existing.get("owner")):
+            return error(404, f"no workflow {wf_id!r}")
+        wf = await wfs.request_kill(self.ctx.store, wf_id, time.time(), by=who.name)
         if wf is None:
-            existing = await wfs.get(self.ctx.store, wf_id, {"state": 1})
-            if existing is None:
-                return error(404, f"no workflow {wf_id!r}")
-            return error(409, f"workflow {wf_id} already ended {existing['state']}", type=ALREADY_ENDED)
+            ended = await wfs.get(self.ctx.store, wf_id, {"state": 1}) or existing
+            return error(409, f"workflow {wf_id} already ended {ended['state']}", type=ALREADY_ENDED)
         if not wf.get("kill_requested") and wf["state"] == W.RUNNING:
             self.apply_kill(wf_id)
         # The document as it was before this request, with the kill now recorded.
@@ -238,9 +260,14 @@ class WorkflowManager:
         for b in buckets:
             for reason, n in b["failures"].items():
                 failures[reason] = failures.get(reason, 0) + n
+        who = auth.identity(request)
+        users_totals = {
+            name: t for name, t in (await stats.per_user(self.ctx.store, q.resolution, q.start, q.end)).items()
+            if who.sees(name)
+        }  # fmt: skip
         view = HistoryStats.model_validate(
             {"resolution": q.resolution, "from": q.start, "to": q.end, "buckets": buckets,
-             "totals": {**totals, "failures": failures}}
+             "totals": {**totals, "failures": failures}, "byUser": users_totals}
         )  # fmt: skip
         return answer(view)
 
@@ -255,21 +282,44 @@ class WorkflowManager:
         )
         page, more = docs[: q.limit], len(docs) > q.limit
         cursor = queries.encode_cursor(page[-1].get("updated_at"), page[-1]["_id"]) if more else None
-        makers = {workflow_of(p) for p in map(produced_by, page) if p}
-        names = await wfs.names(self.ctx.store, makers) if makers else {}
+        who = auth.identity(request)
+        named = {workflow_of(a) for d in page for a in named_actions(d)}
+        found = await wfs.briefs(self.ctx.store, named) if named else {}
+        names = {wf_id: w.get("name") for wf_id, w in found.items()}
+        visible = None if who.admin else {wf_id for wf_id, w in found.items() if who.sees(w.get("owner"))}
         view = DatasetList(
+            byUser=await self.usage_by_user(auth.identity(request)) if q.byUser else None,
             capacityBytes=self.settings.capacity_bytes,
             threshold=self.settings.threshold,
             managedRootBytes=usage,
             bytesByState=by_state,
-            datasets=[dataset_view(d, names) for d in page],
+            datasets=[redacted(dataset_view(d, names), visible) for d in page],
             next=cursor,
         )
         return answer(view)
+
+    async def usage_by_user(self, who: auth.Identity) -> list[UserUsage]:
+        held, spent = await asyncio.gather(
+            ds.held_by_owner(self.ctx.store), stats.per_user(self.ctx.store, "10d", 0.0, time.time() + 1)
+        )
+        rows = []
+        for name in set(held) | set(spent):
+            if not who.sees(name):
+                continue
+            n, size = held.get(name, (0, 0))
+            t = spent.get(name or "", {})
+            rows.append(
+                UserUsage(
+                    user=name, datasets=n, bytes=size, computeSeconds=float(t.get("compute_seconds", 0.0)),
+                    savedSeconds=float(t.get("saved_seconds", 0.0)),
+                    savedFromOthersSeconds=float(t.get("saved_others_seconds", 0.0)),
+                )
+            )  # fmt: skip
+        return sorted(rows, key=lambda r: (-r.bytes, r.user or ""))
 
     async def get_dataset(self, request: web.Request) -> web.Response:
         h = request.match_info["hash"]
         d = await ds.get(self.ctx.store, h)
         if d is None:
             return error(404, f"no dataset {h!r}")
-        return answer(await provenance.detail(self.ctx.store, d))
+        return answer(await provenance.detail(self.ctx.store, d, auth.identity(request).sees))

@@ -16,6 +16,7 @@ import time
 import uuid
 from typing import Any
 
+from shared import logs
 from shared.config import Settings
 from shared.hashing import workflow_hashes
 from shared.lifecycle.lost import check_whole
@@ -42,14 +43,19 @@ USE_SPACING = 1e-4
 
 
 async def resolve_paths(
-    actions: list[tuple[int, ActionSpec]], settings: Settings, storage: Storage, supported: frozenset
+    actions: list[tuple[int, ActionSpec]],
+    settings: Settings,
+    storage: Storage,
+    supported: frozenset,
+    owner: str | None = None,
 ) -> tuple[dict, list[Violation]]:
     """Where each action's folder and unmanaged output are in the storage's namespace
     (local filesystem or HDFS); every path from a request must stay inside the roots the
-    operator allowed. ``actions`` are (position in the submitted list, action)."""
+    operator allowed (output roots for ``owner``: docs/users.md). ``actions`` are
+    (position in the submitted list, action)."""
     out: dict[ActionId, dict[str, str]] = {}
     violations: list[Violation] = []
-    action_roots, output_roots = settings.action_root_list(), settings.output_root_list()
+    action_roots, output_roots = settings.action_root_list(), settings.output_root_list(owner)
     checked: dict[str, tuple[str, str | None]] = {}  # folder as given -> (normalized, problem)
     for i, a in actions:
 
@@ -71,7 +77,9 @@ async def resolve_paths(
             if problem:
                 bad("actionFolder", problem)
             paths["action_folder_path"] = folder
-        if a.outputPath:
+        if a.outputPath and not output_roots:
+            bad("outputPath", "no output root is open to this user (PINGO_OUTPUT_ROOTS): only managed outputs")
+        elif a.outputPath:
             target = storage.normalize(output_roots[0], a.outputPath)
             if not storage.inside(target, output_roots) or target in output_roots:
                 bad("outputPath", f"outputPath must be inside {', '.join(output_roots)}")
@@ -307,12 +315,21 @@ async def drop_unneeded(
     await ds.release(ctx.store, held, produced, BY, "followed a concurrent computation instead")
 
 
-async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: dict, prints: dict) -> dict[str, Any]:
-    """Plan and write a validated workflow. Raises ``PlanningLost`` if the planning sweep
-    took the workflow away (this planner stalled past ``stale_after``): nothing is kept."""
+async def submit(
+    ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: dict, prints: dict, owner: str | None = None
+) -> dict[str, Any]:
+    """Plan and write ``owner``'s validated workflow. Raises ``PlanningLost`` if the planning
+    sweep took the workflow away (this planner stalled past ``stale_after``): nothing is kept."""
+    wf_id = f"wf-{uuid.uuid4().hex[:12]}"
+    with logs.about(wf_id):  # its planning's log lines are about it
+        return await plan_and_write(ctx, wf_id, body, spec, paths, prints, owner)
+
+
+async def plan_and_write(
+    ctx: Context, wf_id: str, body: dict[str, Any], spec: WorkflowSpec, paths: dict, prints: dict, owner: str | None
+) -> dict[str, Any]:
     store = ctx.store
     now = time.time()
-    wf_id = f"wf-{uuid.uuid4().hex[:12]}"
     token = uuid.uuid4().hex
     hashes = workflow_hashes(spec, prints)
     definition = {
@@ -323,7 +340,7 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
         "dataset_hashes": sorted(set(hashes.values())),
         "created_at": now,
     }
-    await wfs.insert(store, wfs.new_document(wf_id, spec.name, len(spec.actions), token, now, BY), definition)
+    await wfs.insert(store, wfs.new_document(wf_id, spec.name, len(spec.actions), token, now, BY, owner), definition)
     async with PlanningLease(ctx, wf_id, token) as lease:
         try:
             gate = StoreGate(ctx, wf_id, await ds.get_many(store, list(hashes.values())))
@@ -336,7 +353,7 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
             docs = [
                 acts.new_document(
                     wf_id, planned[s.id], planned, paths.get(s.id, {}), output_of, now,
-                    ds.mean_seconds(gate.known.get(planned[s.id].hash)) or 0.0, BY,
+                    ds.mean_seconds(gate.known.get(planned[s.id].hash)) or 0.0, BY, owner,
                 )
                 for s in spec.actions
             ]  # fmt: skip
@@ -344,8 +361,9 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
             for d in docs:  # followers of an identical action of this workflow
                 if d.get("follows") in by_id:
                     by_id[d["follows"]]["followers"].append(d["_id"])
-                if d["state"] == A.REUSED:  # the size of what it reuses, for its event
+                if d["state"] == A.REUSED:  # the size of what it reuses (its event), and whose it is
                     d["size"] = (gate.known.get(d["hash"]) or {}).get("size")
+                    d["reused_from"] = (gate.known.get(d["hash"]) or {}).get("owner")
             # Actions become claimable by the action managers once inserted: insert them only
             # while this planner provably holds the workflow, so the sweep cannot undo it under them.
             if not await lease.renew():
@@ -371,6 +389,10 @@ async def submit(ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: 
                 "actions_reused": sum(d["state"] == A.REUSED for d in docs),
                 "actions_skipped": sum(d["state"] == A.SKIPPED for d in docs),
                 "saved_seconds": sum(d["saved_seconds"] for d in docs),
+                # Reused from another user's workflow: what sharing across the team saved.
+                "saved_others_seconds": sum(
+                    d["saved_seconds"] for d in docs if d.get("reused_from") not in (None, owner)
+                ),
             },
         }
         if final == W.SUCCEEDED:

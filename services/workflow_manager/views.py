@@ -163,12 +163,14 @@ class Plan(View):
 class Workflow(View):
     id: str
     name: str | None
+    owner: str | None = Field(description="The user who submitted it; null while users are off")
     state: WorkflowState
     counts: dict[str, int] | None = Field(description="Planned actions: compute, reuse, follow")
     createdAt: float | None
     finishedAt: float | None
     error: str | None
     killRequested: bool
+    killedBy: str | None = Field(description="Who asked for the kill (a user name; null while users are off)")
     href: str
 
 
@@ -180,12 +182,14 @@ def _workflow_fields(wf: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": wf["_id"],
         "name": wf.get("name"),
+        "owner": wf.get("owner"),
         "state": wf["state"],
         "counts": wf.get("counts"),
         "createdAt": wf.get("created_at"),
         "finishedAt": wf.get("finished_at"),
         "error": wf.get("error"),
         "killRequested": bool(wf.get("kill_requested")),
+        "killedBy": wf.get("killed_by"),
         "href": workflow_href(wf["_id"]),
     }
 
@@ -265,11 +269,41 @@ def dataset_view(d: dict[str, Any], names: dict[str, str | None] | None = None) 
     )
 
 
+class UserUsage(View):
+    """One user's share: what their workflows keep in storage, and what reuse saved them."""
+
+    user: str | None = Field(description="null: datasets committed while users were off")
+    datasets: int = Field(description="Datasets their workflows computed that storage holds now")
+    bytes: int
+    computeSeconds: float = Field(description="Compute time their workflows spent, all time")
+    savedSeconds: float = Field(description="Compute time reuse saved their workflows, all time")
+    savedFromOthersSeconds: float = Field(description="Of savedSeconds: by reusing other users' datasets")
+
+
+def named_actions(d: dict[str, Any]) -> list[str]:
+    """The actions a dataset document names: its readers to come, its producers, its maker."""
+    return [*(d.get("claims") or []), *(d.get("producers") or []), *filter(None, [d.get("produced_by")])]
+
+
+def redacted(view: Dataset, visible: set[str] | None) -> Dataset:
+    """The dataset as a caller who sees only the workflows ``visible`` (None: all) may see
+    it: shared, but silent about the actions and workflows of others (docs/users.md)."""
+    if visible is None:
+        return view
+    mine = [a for a in view.claims if workflow_of(a) in visible]
+    making = [a for a in view.producers if workflow_of(a) in visible]
+    shown = view.producedBy if view.producedBy and workflow_of(view.producedBy) in visible else None
+    return view.model_copy(
+        update={"claims": mine, "producers": making, "producedBy": shown, "workflow": view.workflow if shown else None}
+    )
+
+
 class DatasetList(View):
     capacityBytes: int
     threshold: float
     managedRootBytes: int | None = Field(description="What the storage says is under the managed root")
     bytesByState: dict[str, int] = Field(description="Size of every dataset, in each state (not only this page's)")
+    byUser: list[UserUsage] | None = Field(None, description="With ?byUser=true: per user, biggest first")
     datasets: list[Dataset] = Field(description="Most recently changed first")
     next: str | None = Field(description="Cursor of the next page (pass it as ?cursor=); null on the last page")
 
@@ -343,6 +377,7 @@ class TimelineEntry(View):
 
 class Timeline(View):
     id: str
+    owner: str | None = Field(description="The user who submitted it; null while users are off")
     transitions: list[TimelineEntry] = Field(description="In time order")
     next: str | None = Field(description="Cursor of the next page (pass it as ?cursor=); null on the last page")
 
@@ -358,6 +393,15 @@ def timeline(wf: dict[str, Any], actions: list[dict[str, Any]], datasets: list[d
                 rows.append(
                     TimelineEntry(at=h["at"], kind=kind, id=label, state=h["state"], by=h.get("by"), note=h.get("note"))
                 )
+    if wf.get("kill_requested_at") is not None:
+        # Who asked is not a state the workflow passes through, but what a debugger looks for.
+        who = wf.get("killed_by")
+        rows.append(
+            TimelineEntry(
+                at=wf["kill_requested_at"], kind="workflow", id=wf["_id"], state="KILL_REQUESTED",
+                by=f"user {who}" if who else None, note=None,
+            )
+        )  # fmt: skip
     # Ties in time broken by what they are, so that a page boundary is a fixed place.
     rows.sort(key=lambda r: (r.at, r.kind, r.id, r.state))
     return rows
@@ -370,6 +414,9 @@ class Totals(View):
     actions_skipped: int
     compute_seconds: float
     saved_seconds: float
+    saved_others_seconds: float = Field(
+        0.0, description="Of saved_seconds: reusing datasets another user's workflow computed"
+    )
     bytes_written: int
     bytes_deleted: int
     failures: dict[str, int] = Field(description="Failed actions by reason")
@@ -386,6 +433,10 @@ class HistoryStats(View):
     to: float
     buckets: list[Bucket] = Field(description="Oldest first; empty ones included as zeros when there are few")
     totals: Totals
+    byUser: dict[str, Totals] = Field(
+        default_factory=dict,
+        description="The totals of each user's workflows (docs/users.md): a user sees their own, an admin everyone's",
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
 

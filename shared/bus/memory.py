@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections import defaultdict
 
+from shared import logs
 from shared.bus.base import Handler, bind_type, topic_matches
 from shared.events import Event
 
@@ -17,7 +18,7 @@ class MemoryBus:
 
     def __init__(self) -> None:
         self._queues: dict[str, list[str]] = {}
-        self._handlers: dict[str, list[Handler]] = defaultdict(list)
+        self._handlers: dict[str, list[tuple[str | None, Handler]]] = defaultdict(list)
         self._next: dict[str, int] = defaultdict(int)
         self._tasks: set[asyncio.Task] = set()
         self.published: list[Event] = []
@@ -43,12 +44,15 @@ class MemoryBus:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
 
-    async def _deliver(self, handler: Handler, event: Event) -> None:
-        try:
-            await handler(event)
-        except Exception:
-            log.exception("handler failed on %s (the timers will catch up)", event.type)
+    async def _deliver(self, handler: tuple[str | None, Handler], event: Event) -> None:
+        service, handle = handler
+        with logs.delivery(service, event.subject.workflow_id, event.subject.action_id):
+            try:
+                await handle(event)
+            except Exception:
+                log.exception("handler failed on %s (the timers will catch up)", event.type)
 
     async def subscribe(self, queue: str, keys: list[str], handler: Handler) -> None:
         self._queues[queue] = sorted(set(self._queues.get(queue, [])) | set(keys))
-        self._handlers[queue].append(handler)
+        # With the subscriber's name: its handler's log lines are its own, not the publisher's.
+        self._handlers[queue].append((logs.SERVICE.get(), handler))

@@ -32,6 +32,7 @@ from typing import Any
 import aio_pika
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
+from shared import logs
 from shared.bus.base import Handler, bind_type
 from shared.events import Event
 
@@ -260,6 +261,8 @@ class RabbitBus:
         for key in keys:
             await q.bind(self._exchange, routing_key=bind_type(key))
 
+        service = logs.SERVICE.get()  # the subscriber's, for its handler's log lines
+
         async def on_message(message: AbstractIncomingMessage) -> None:
             try:
                 event = Event.model_validate_json(message.body)
@@ -267,6 +270,11 @@ class RabbitBus:
                 log.error("undecodable message on %s: dead-lettered", queue)
                 await settle(message.reject(requeue=False))
                 return
+            with logs.delivery(service, event.subject.workflow_id, event.subject.action_id):
+                await handle(message, event)
+
+        async def handle(message: AbstractIncomingMessage, event: Event) -> None:
+            assert self._channel is not None
             try:
                 await handler(event)
             except Exception:

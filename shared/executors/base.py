@@ -4,8 +4,9 @@ action's own (attempt) output path last."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from enum import StrEnum
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -41,6 +42,16 @@ class JobRequest(BaseModel):
     notify_url: str
 
 
+LogStream = Literal["stdout", "stderr"]
+# Bytes a job's log is read and sent in, and how often a followed log is looked at again.
+LOG_CHUNK = 64 * 1024
+FOLLOW_INTERVAL = 0.2
+
+
+class LogsGone(Exception):
+    """The job's logs were removed (job retention, or the cluster purged the job)."""
+
+
 class Executor(Protocol):
     name: str
     supports: frozenset[ActionType]
@@ -53,5 +64,18 @@ class Executor(Protocol):
     async def status(self, job_id: str) -> JobStatus: ...
 
     async def kill(self, job_id: str) -> None: ...
+
+    async def logs(
+        self, job_id: str, stream: LogStream, tail: int | None = None, follow: bool = False
+    ) -> AsyncIterator[bytes]:
+        """The job's standard output or error, in chunks (docs/api.md, "Action logs"): its
+        last ``tail`` lines only, if given; with ``follow``, then the bytes it writes next,
+        until it ends. Raises ``LogsGone`` if its logs no longer exist."""
+        ...
+
+    async def prune(self, ended_before: float, keep: set[str]) -> int:
+        """Remove what is kept of jobs that ended before ``ended_before`` (job retention),
+        never a running job's nor one in ``keep``; the count removed."""
+        ...
 
     async def close(self) -> None: ...

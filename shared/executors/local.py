@@ -18,12 +18,16 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import BinaryIO
 
 from shared.executors import local_runner
-from shared.executors.base import JobRequest, JobState, JobStatus
+from shared.executors.base import FOLLOW_INTERVAL, LOG_CHUNK, JobRequest, JobState, JobStatus, LogsGone, LogStream
+from shared.executors.log_tail import LineTail
 from shared.storage.names import path_name
 from shared.workflow_spec import ActionType
 
@@ -55,6 +59,13 @@ def _open_private(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
 
 
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
 def _age(path: Path) -> float | None:
     try:
         return time.time() - path.stat().st_mtime
@@ -75,7 +86,8 @@ def job_environment(configuration: dict[str, str], action_id: str, shell: bool) 
 def _without_settings() -> dict[str, str]:
     from shared.config import Settings
 
-    own = {f"PINGO_{name.upper()}" for name in Settings.model_fields}
+    # The log settings stay: the runner's lines look like its starter's (docs/operations.md).
+    own = {f"PINGO_{name.upper()}" for name in Settings.model_fields} - {"PINGO_LOG_LEVEL", "PINGO_LOG_FORMAT"}
     return {k: v for k, v in os.environ.items() if k not in own}
 
 
@@ -252,6 +264,69 @@ class LocalExecutor:
         job_dir = self.jobs_dir / job_id
         if await asyncio.to_thread(job_dir.is_dir):
             await asyncio.to_thread((job_dir / "kill").touch, 0o600)
+
+    async def logs(
+        self, job_id: str, stream: LogStream, tail: int | None = None, follow: bool = False
+    ) -> AsyncIterator[bytes]:
+        """The job folder's ``stdout.log`` or ``stderr.log``, read from the shared jobs
+        folder (so any process that sees it can serve it); gone with the folder."""
+        job_dir = self.jobs_dir / job_id
+        if not await asyncio.to_thread(job_dir.is_dir):
+            raise LogsGone(f"the logs of job {job_id} were removed (job retention)")
+        return self._read_log(job_id, job_dir / f"{stream}.log", tail, follow)
+
+    async def _ended(self, job_id: str) -> bool:
+        return (await self.status(job_id)).state not in (JobState.PREP, JobState.RUNNING)
+
+    async def _read_log(self, job_id: str, path: Path, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
+        f: BinaryIO | None = None
+        while f is None:  # the file is made when the job starts; a waiting job has none yet
+            try:
+                f = await asyncio.to_thread(path.open, "rb")
+            except FileNotFoundError:
+                if not follow or await self._ended(job_id):
+                    return
+                await asyncio.sleep(FOLLOW_INTERVAL)
+        try:
+            if tail is not None:
+                # The last lines of what is written now; a followed log goes on from there.
+                size = await asyncio.to_thread(lambda: os.fstat(f.fileno()).st_size)
+                lines, left = LineTail(tail), size
+                while left > 0 and (chunk := await asyncio.to_thread(f.read, min(LOG_CHUNK, left))):
+                    lines.feed(chunk)
+                    left -= len(chunk)
+                if text := lines.text():
+                    yield text
+            while True:
+                # Whether it had ended is asked before reading: what it wrote last is then read.
+                ended = follow and await self._ended(job_id)
+                chunk = await asyncio.to_thread(f.read, LOG_CHUNK)
+                if chunk:
+                    yield chunk
+                elif not follow or ended:
+                    return
+                else:
+                    await asyncio.sleep(FOLLOW_INTERVAL)
+        finally:
+            await asyncio.to_thread(f.close)
+
+    async def prune(self, ended_before: float, keep: set[str]) -> int:
+        return await asyncio.to_thread(self._prune, ended_before, keep)
+
+    def _prune(self, ended_before: float, keep: set[str]) -> int:
+        removed = 0
+        for job_dir in self.jobs_dir.iterdir():
+            if job_dir.name.startswith(".") or job_dir.name in keep or not job_dir.is_dir():
+                continue  # the runner's slots and socket folders, and jobs of live attempts
+            status = self._status(job_dir.name)
+            if status.state in (JobState.PREP, JobState.RUNNING, JobState.UNKNOWN):
+                continue  # waiting or running: never pruned
+            # A job whose supervisor died has no end time: it ended at its last heartbeat.
+            ended_at = status.ended_at or _mtime(job_dir / "heartbeat") or _mtime(job_dir)
+            if ended_at is not None and ended_at < ended_before:
+                shutil.rmtree(job_dir, ignore_errors=True)
+                removed += 1
+        return removed
 
     async def close(self) -> None:
         # Jobs outlive this process on purpose; just stop reaping.

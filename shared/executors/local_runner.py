@@ -26,18 +26,22 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import signal
 import sys
 import tempfile
 import time
-import traceback
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from shared.config import Settings
 from shared.executors.local_job import HEARTBEAT_EVERY, KILL_GRACE, beat, ending, notify, try_slot, write_status
+from shared.logs import configure_logging
+
+log = logging.getLogger(__name__)
 
 # A runner with no job for this long exits (the next submission starts another).
 IDLE_EXIT = 30.0
@@ -156,7 +160,7 @@ class Runner:
                 try:
                     await self.start(job)
                 except Exception as exc:  # the runner's own fault: this job fails, the others go on
-                    traceback.print_exc()
+                    log.exception("starting job %s failed", job.dir.name)
                     self.finish(job, "FAILED", f"the local job runner failed: {type(exc).__name__}: {exc}")
 
     async def start(self, job: Job) -> None:
@@ -292,7 +296,7 @@ async def serve(jobs_dir: Path, job_umask: int) -> int:
         if worker.done():  # a loop of its own ended: a bug; its jobs fail with the reason
             exc = None if worker.cancelled() else worker.exception()
             if exc is not None:
-                traceback.print_exception(exc)
+                log.error("a loop of the job runner ended", exc_info=exc)
             failure = f"the local job runner failed: {type(exc).__name__}: {exc}"
     # Stop taking jobs, then let go of the lock, so a submitter that cannot connect now
     # starts another runner at once; slots are flocks, so the two never run too many.
@@ -311,6 +315,9 @@ async def serve(jobs_dir: Path, job_umask: int) -> int:
 
 
 def main(jobs_dir: Path) -> int:
+    # Its starter passes PINGO_LOG_LEVEL and PINGO_LOG_FORMAT on, and no other setting.
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_format, "job_runner")
     job_umask = os.umask(0o077)
     return asyncio.run(serve(jobs_dir, job_umask))
 

@@ -8,12 +8,15 @@ notification URL pointing at the callback service (with the action's secret).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import posixpath
+from collections.abc import AsyncIterator
 from email.utils import parsedate_to_datetime
 from xml.etree import ElementTree as ET
 
-from shared.executors.base import JobRequest, JobState, JobStatus
+from shared.executors.base import FOLLOW_INTERVAL, JobRequest, JobState, JobStatus, LogsGone, LogStream
+from shared.executors.log_tail import LineTail
 from shared.hadoop.oozie import TERMINAL, Oozie, OozieError
 from shared.hadoop.webhdfs import WebHdfs
 from shared.storage.names import path_name
@@ -23,6 +26,20 @@ log = logging.getLogger(__name__)
 WF_NS = "uri:oozie:workflow:0.5"
 SHELL_NS = "uri:oozie:shell-action:0.3"
 NODE = "pingo-action"
+# Oozie serves a job's log whole on every request: a followed log is asked for again this
+# often (the log streamer filters the server's log files each time, so not faster).
+OOZIE_FOLLOW_INTERVAL = max(FOLLOW_INTERVAL, 1.0)
+# Which Oozie log stands for each stream: Oozie keeps no separate standard output and error
+# of the launcher; its job log holds the job's lines, its error log the ERROR lines
+# (docs/api.md, "Action logs").
+SHOW = {"stdout": "log", "stderr": "errorlog"}
+
+
+async def _prepend(head: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if head:
+        yield head
+    async for chunk in rest:
+        yield chunk
 
 
 def _epoch(rfc822: str | None) -> float | None:
@@ -139,6 +156,54 @@ class OozieExecutor:
 
     async def kill(self, job_id: str) -> None:
         await self.oozie.kill(job_id)
+
+    async def logs(
+        self, job_id: str, stream: LogStream, tail: int | None = None, follow: bool = False
+    ) -> AsyncIterator[bytes]:
+        try:
+            first = self.oozie.log(job_id, SHOW[stream])  # type: ignore[arg-type]
+            head = await anext(first, b"")
+        except OozieError as exc:
+            if exc.code in ("E0604", "E0605"):
+                raise LogsGone(f"Oozie no longer has job {job_id} (purged): {exc.message}") from exc
+            raise
+        return self._read_log(job_id, stream, head, first, tail, follow)
+
+    async def _ended(self, job_id: str) -> bool:
+        return (await self.status(job_id)).state not in (JobState.PREP, JobState.RUNNING)
+
+    async def _read_log(
+        self, job_id: str, stream: LogStream, head: bytes, rest: AsyncIterator[bytes], tail: int | None, follow: bool
+    ) -> AsyncIterator[bytes]:
+        sent = 0  # bytes of the log already sent: a followed log is read again from its start
+        lines = LineTail(tail) if tail is not None else None
+        chunks: AsyncIterator[bytes] | None = _prepend(head, rest)
+        while True:
+            ended = follow and await self._ended(job_id)
+            seen = 0
+            if chunks is None:
+                chunks = self.oozie.log(job_id, SHOW[stream])  # type: ignore[arg-type]
+            async for chunk in chunks:
+                new = chunk[max(0, sent - seen) :]
+                seen += len(chunk)
+                if not new:
+                    continue
+                sent += len(new)
+                if lines is not None:
+                    lines.feed(new)
+                else:
+                    yield new
+            chunks = None
+            if lines is not None:
+                if text := lines.text():
+                    yield text
+                lines = None
+            if not follow or ended:
+                return
+            await asyncio.sleep(OOZIE_FOLLOW_INTERVAL)
+
+    async def prune(self, ended_before: float, keep: set[str]) -> int:
+        return 0  # Oozie purges its own jobs (oozie.service.PurgeService)
 
     async def close(self) -> None:
         await self.oozie.close()

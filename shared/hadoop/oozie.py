@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import Any, Literal
 from xml.etree import ElementTree as ET
 
 import aiohttp
@@ -134,6 +135,18 @@ class Oozie:
 
     async def info(self, job_id: str) -> dict[str, Any]:
         return await self._call("GET", f"/v1/job/{job_id}", "info", params={"show": "info"})
+
+    async def log(self, job_id: str, show: Literal["log", "errorlog"], chunk: int = 64 * 1024) -> AsyncIterator[bytes]:
+        """The job's log (``show=log``) or its error lines (``show=errorlog``, v2), streamed
+        as Oozie writes it (text/plain). An unknown or purged job raises E0604."""
+        version = "v2" if show == "errorlog" else "v1"
+        async with self.client.get(
+            f"{self.base}/{version}/job/{job_id}", params={"show": show, "user.name": self.user}
+        ) as resp:
+            if resp.status >= 400:
+                raise await self._error(resp, show)
+            async for data in resp.content.iter_chunked(chunk):
+                yield data
 
     async def kill(self, job_id: str) -> None:
         # A 200 does not prove anything changed (silent no-ops): callers re-read the status.

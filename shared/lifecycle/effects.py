@@ -267,11 +267,14 @@ DATASET_EFFECTS: dict[DatasetState, tuple[Effect, ...]] = {
 }
 
 
+PLANNED_COUNTERS = ("actions_reused", "actions_skipped", "saved_seconds", "saved_others_seconds")
+
+
 def _submitted(d: Doc) -> dict[str, float]:
     planned = d.get("planned") or {}
     return {
         "workflows_submitted": 1,
-        **{k: planned.get(k, 0) for k in ("actions_reused", "actions_skipped", "saved_seconds")},
+        **{k: planned.get(k, 0) for k in PLANNED_COUNTERS},
     }
 
 

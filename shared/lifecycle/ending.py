@@ -135,6 +135,7 @@ class Outcomes:
                 await ds.record_output(
                     self.store, action["hash"], action["_id"], size, seconds, bool(action.get("leaf")), self.by,
                     files=found.files if found else None, checksum=found.checksum if found else None,
+                    owner=action.get("owner"),
                 )  # fmt: skip
             except ds.Deferred:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
@@ -292,7 +293,13 @@ class Outcomes:
 
     async def release(self, action: ActionDoc, reason: str, keep_attempt: bool = False) -> None:
         if action.get("attempt_path") and not keep_attempt:  # a successor's adopted job writes there
-            await self.storage.discard(action["attempt_path"])
+            try:
+                await self.storage.discard(action["attempt_path"])
+            except Exception as exc:
+                # The ending must not wait on the storage that may be why it ends (a submit
+                # that failed to prepare this folder): what is left is an orphan, and the
+                # orphan sweep removes it.
+                log.warning("%s: could not remove its attempt folder (%s); the orphan sweep will", action["_id"], exc)
         held, produced = ds.held_by([action])
         await ds.release(self.store, held, produced, self.by, reason)
 

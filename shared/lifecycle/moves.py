@@ -181,15 +181,16 @@ class Mover:
         """One statistics write per instant and failure reason, however many documents."""
         if effect.counters is None and not effect.failure:
             return
-        groups: dict[tuple[float, str | None], tuple[dict[str, float], int]] = {}
+        groups: dict[tuple[float, str | None, str | None], tuple[dict[str, float], int]] = {}
         for d in docs:
-            key = (float(d.get(effect.at) or time.time()), d.get("reason") if effect.failure else None)
+            reason = d.get("reason") if effect.failure else None
+            key = (float(d.get(effect.at) or time.time()), reason, d.get("owner"))
             sums, n = groups.get(key, ({}, 0))
             for k, v in (effect.counters(d) if effect.counters else {}).items():
                 sums[k] = sums.get(k, 0) + v
             groups[key] = (sums, n + 1)
-        for (at, reason), (sums, n) in groups.items():
-            await stats.count(self.store, at, failure=reason, failures=n, **sums)
+        for (at, reason, owner), (sums, n) in groups.items():
+            await stats.count(self.store, at, failure=reason, failures=n, owner=owner, **sums)
 
     async def settle(self, workflow_id: str, recount: bool = False) -> Doc | None:
         """End a RUNNING workflow whose actions all ended; idempotent. Inside ``batch()``
@@ -258,7 +259,9 @@ def outcome(actions: list[Doc]) -> dict[str, int]:
 
 def subject(entity: str, d: Doc) -> Subject:
     if entity == "action":
-        return Subject(workflow_id=d.get("workflow_id"), action_id=d["_id"], dataset_hash=d.get("hash"))
+        return Subject(
+            owner=d.get("owner"), workflow_id=d.get("workflow_id"), action_id=d["_id"], dataset_hash=d.get("hash")
+        )
     if entity == "dataset":
         return Subject(dataset_hash=d["_id"])
-    return Subject(workflow_id=d["_id"])
+    return Subject(owner=d.get("owner"), workflow_id=d["_id"])

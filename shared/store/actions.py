@@ -32,6 +32,7 @@ class ActionDoc(TypedDict, total=False):
 
     _id: str
     workflow_id: str
+    owner: str | None  # its workflow's (events carry it)
     local_id: ActionId
     name: str
     type: str
@@ -109,6 +110,7 @@ def new_document(
     now: float,
     saved_seconds: float,
     by: str,
+    owner: str | None = None,
 ) -> ActionDoc:
     """The document of one planned action: WAITING/READY if computed (READY when no
     computed or followed parent must finish first), FOLLOWING if its dataset is in
@@ -124,6 +126,7 @@ def new_document(
     doc = ActionDoc(
         _id=f"{wf_id}.{a.id}",
         workflow_id=wf_id,
+        owner=owner,
         local_id=a.id,
         name=a.name,
         type=a.type.value,
@@ -192,6 +195,16 @@ async def in_state(
     if limit:
         cursor = cursor.limit(limit)
     return [decode(a) async for a in cursor]
+
+
+async def live_counts(store: Store, cap: int) -> dict[str, int]:
+    """How many actions are in each live state, each counted up to ``cap``: one equality
+    on the state per state (index-served), ids only, never a scan of ended actions."""
+    counts = {}
+    for state in sorted(ACTION_LIVE):
+        cursor = store.actions.find({"state": str(state)}, {"_id": 1}).limit(cap)
+        counts[str(state)] = len([a async for a in cursor])
+    return counts
 
 
 async def recent(store: Store, limit: int, fields: dict[str, int]) -> list[ActionDoc]:

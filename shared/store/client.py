@@ -40,9 +40,14 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
         # ``claims``: nx-27017 answers an equality on an indexed array field with nothing.
         ([("hash", ASCENDING)], {}),
     ],
+    "api_tokens": [([("user", ASCENDING)], {})],
     "history_buckets": [([("res", ASCENDING), ("start", ASCENDING)], {})],
+    "history_buckets_by_user": [([("res", ASCENDING), ("start", ASCENDING)], {}), ([("res", ASCENDING)], {})],
     "workflows": [
         ([("state", ASCENDING), ("created_at", ASCENDING)], {}),
+        # A user's workflows, newest first (docs/users.md).
+        ([("owner", ASCENDING)], {}),
+        ([("owner", ASCENDING), ("created_at", ASCENDING)], {}),
         ([("created_at", ASCENDING)], {}),
     ],
 }

@@ -167,6 +167,30 @@ async def bytes_by_state(store: Store) -> dict[str, int]:
     return {str(s): n for s, n in zip(D, sizes, strict=True) if n}
 
 
+# What holds bytes in storage: committed and not deleted yet.
+HELD = (D.STORED, D.LEAF, D.STORED_TO_DELETE, D.PROCESSING, D.DELETING)
+
+
+async def held_by_owner(store: Store) -> dict[str | None, tuple[int, int]]:
+    """Per owner (the user whose workflow committed it; None: no users then), the number
+    and bytes of the datasets held in storage: one aggregate per state, each an equality
+    on the indexed ``state``."""
+
+    async def of(state: D) -> list[dict[str, Any]]:
+        pipeline = [
+            {"$match": {"state": str(state)}},
+            {"$group": {"_id": "$owner", "bytes": {"$sum": "$size"}, "n": {"$sum": 1}}},
+        ]
+        return [r async for r in await store.datasets.aggregate(pipeline)]
+
+    out: dict[str | None, tuple[int, int]] = {}
+    for rows in await asyncio.gather(*(of(s) for s in HELD)):
+        for r in rows:
+            n, size = out.get(r["_id"], (0, 0))
+            out[r["_id"]] = (n + int(r["n"] or 0), size + int(r["bytes"] or 0))
+    return out
+
+
 def new_document(
     h: str, lineage: dict[str, Any], path: str, producer: str, leaf: bool, by: str, claimants: list[str], now: float
 ) -> dict[str, Any]:
@@ -267,11 +291,12 @@ class Deferred(Exception):
 
 async def record_output(
     store: Store, h: str, producer: str, size: int | None, seconds: float, leaf: bool, by: str,
-    *, files: int | None = None, checksum: str | None = None,
+    *, files: int | None = None, checksum: str | None = None, owner: str | None = None,
 ) -> dict[str, Any] | None:  # fmt: skip
     """After a producer succeeded and its output was committed: STORED or LEAF, with stats
     and what its files were at commit (``size``, ``files``, ``checksum``: what a later
-    verification compares against)."""
+    verification compares against), and whose workflow made it (``owner``: its bytes are
+    attributed to them, docs/users.md)."""
     doc = await get(store, h)
     if doc is None:
         return None
@@ -281,6 +306,7 @@ async def record_output(
     counted = producer in doc.get("producers", [])
     committed = {
         "size": size, "files": files, "checksum": checksum, "committed_at": time.time(), "produced_by": producer,
+        "owner": owner,
     }  # fmt: skip
     update: dict[str, Any] = {
         "set": committed,

@@ -24,6 +24,7 @@ COUNTERS = (
     "actions_skipped",
     "compute_seconds",
     "saved_seconds",
+    "saved_others_seconds",
     "bytes_written",
     "bytes_deleted",
 )
@@ -40,8 +41,16 @@ def collection(store: Store):
     return store.db["history_buckets"]
 
 
-async def count(store: Store, at: float, failure: str | None = None, failures: int = 1, **counters: float) -> None:
-    """Add ``counters`` (names from COUNTERS) and ``failures`` failures with one reason, at time ``at``."""
+def by_user(store: Store):
+    """The same buckets per user (``owner``): who computed, reused and saved what."""
+    return store.db["history_buckets_by_user"]
+
+
+async def count(
+    store: Store, at: float, failure: str | None = None, failures: int = 1, owner: str | None = None, **counters: float
+) -> None:
+    """Add ``counters`` (names from COUNTERS) and ``failures`` failures with one reason, at
+    time ``at``, to the team's buckets and, given an ``owner``, to that user's."""
     inc = {k: v for k, v in counters.items() if v}
     unknown = set(inc) - set(COUNTERS)
     if unknown:
@@ -50,12 +59,18 @@ async def count(store: Store, at: float, failure: str | None = None, failures: i
         inc[FAILURE_PREFIX + failure] = failures
     if not inc:
         return
-    ops = []
+    ops, mine = [], []
     for res, width in RESOLUTIONS.items():
         start = bucket_start(at, width)
         ops.append(UpdateOne({"_id": f"{res}:{start:.0f}"},
                              {"$inc": inc, "$setOnInsert": {"res": res, "start": start}}, upsert=True))  # fmt: skip
+        if owner is not None:
+            mine.append(UpdateOne({"_id": f"{owner}:{res}:{start:.0f}"},
+                                  {"$inc": inc, "$setOnInsert": {"owner": owner, "res": res, "start": start}},
+                                  upsert=True))  # fmt: skip
     await collection(store).bulk_write(ops, ordered=False)
+    if mine:
+        await by_user(store).bulk_write(mine, ordered=False)
 
 
 def view(doc: dict[str, Any], width: int) -> dict[str, Any]:
@@ -82,3 +97,19 @@ async def query(store: Store, resolution: str, start: float, end: float, dense_l
         s = first + i * width
         out.append(found.get(s) or {"start": s, "end": s + width, **dict.fromkeys(COUNTERS, 0), "failures": {}})
     return out
+
+
+async def per_user(store: Store, resolution: str, start: float, end: float) -> dict[str, dict[str, Any]]:
+    """Each user's totals over the buckets overlapping [start, end)."""
+    width = RESOLUTIONS[resolution]
+    first = bucket_start(start, width)
+    totals: dict[str, dict[str, Any]] = {}
+    cursor = by_user(store).find({"res": resolution, "start": {"$gte": first, "$lt": end}})
+    async for doc in cursor:
+        t = totals.setdefault(doc["owner"], {**dict.fromkeys(COUNTERS, 0), "failures": {}})
+        one = view(doc, width)
+        for k in COUNTERS:
+            t[k] += one[k]
+        for reason, n in one["failures"].items():
+            t["failures"][reason] = t["failures"].get(reason, 0) + n
+    return totals

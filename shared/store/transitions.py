@@ -8,14 +8,18 @@ history in the same write. ``None`` back means someone else moved it first: norm
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
 from pymongo import ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 
+from shared import logs
 from shared.metrics import TRANSITIONS
 from shared.states import IllegalTransition, check, sources_for
+
+log = logging.getLogger(__name__)
 
 
 async def transition(
@@ -63,7 +67,18 @@ async def transition(
         history = doc.get("history") or []
         source = history[-2].get("state", "") if len(history) >= 2 else ""
         TRANSITIONS.labels(coll.name, source, str(target)).inc()
+        with logs.about(*subject(coll.name, doc)):
+            log.debug("%s %s: %s -> %s by %s%s", coll.name, doc_id, source, target, by, f" ({note})" if note else "")
     return doc
+
+
+def subject(collection: str, doc: dict[str, Any]) -> tuple[Any, Any]:
+    """The workflow and action a document of ``collection`` is about, for log lines."""
+    if collection == "workflows":
+        return doc.get("_id"), None
+    if collection == "actions":
+        return doc.get("workflow_id"), doc.get("_id")
+    return None, None
 
 
 async def transition_many(

@@ -39,11 +39,15 @@ def derive(actions: list[dict[str, Any]], kill_requested: bool) -> WorkflowState
     return W.SUCCEEDED
 
 
-def new_document(wf_id: str, name: str, action_count: int, planner: str, now: float, by: str) -> dict[str, Any]:
-    """A workflow accepted by validation, PLANNING under ``planner``'s lease."""
+def new_document(
+    wf_id: str, name: str, action_count: int, planner: str, now: float, by: str, owner: str | None = None
+) -> dict[str, Any]:
+    """A workflow accepted by validation, PLANNING under ``planner``'s lease. ``owner``: the
+    user who submitted it (None while users are off: docs/users.md)."""
     return {
         "_id": wf_id,
         "name": name,
+        "owner": owner,
         "state": str(W.PLANNING),
         "created_at": now,
         "updated_at": now,
@@ -78,15 +82,20 @@ async def renew_planning_lease(store: Store, workflow_id: str, planner: str, now
     return won is not None
 
 
-async def request_kill(store: Store, workflow_id: str, now: float) -> dict[str, Any] | None:
-    """Record a kill request on a PLANNING or RUNNING workflow; the document as it was
-    before (so the caller knows whether this request was the first), or None if it has
-    ended or does not exist."""
-    return await store.workflows.find_one_and_update(
-        {"_id": workflow_id, "state": {"$in": [str(W.PLANNING), str(W.RUNNING)]}},
-        {"$set": {"kill_requested": True, "kill_applied": False, "kill_requested_at": now}},
+async def request_kill(store: Store, workflow_id: str, now: float, by: str | None = None) -> dict[str, Any] | None:
+    """Record a kill request (and who asked: ``by``, a user name) on a PLANNING or RUNNING
+    workflow; the document as it was before (so the caller knows whether this request was
+    the first), or None if it has ended or does not exist. A repeated kill keeps the first
+    asker."""
+    live = {"_id": workflow_id, "state": {"$in": [str(W.PLANNING), str(W.RUNNING)]}}
+    first = await store.workflows.find_one_and_update(
+        {**live, "kill_requested": False},
+        {"$set": {"kill_requested": True, "kill_applied": False, "kill_requested_at": now, "killed_by": by}},
         projection={"history": 0},
     )
+    if first is not None:
+        return first
+    return await store.workflows.find_one(live, {"history": 0})  # asked before, or ended, or none
 
 
 async def count_open(store: Store, workflow_id: str, delta: int, now: float) -> None:
@@ -110,12 +119,15 @@ async def kill_applied(store: Store, workflow_id: str) -> None:
 
 async def newest(
     store: Store, limit: int, *, state: str | None = None, name: str | None = None, before: float | None = None,
-    after: tuple[float, str] | None = None,
+    after: tuple[float, str] | None = None, owner: str | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """Workflows newest first (ties by id), without their histories, optionally in one
-    state, with one name, created before a time, and after ``after`` (the creation time
-    and id of the last one of the previous page: a keyset, stable under inserts)."""
+    """Workflows newest first (ties by id), without their histories, optionally of one
+    owner, in one state, with one name, created before a time, and after ``after`` (the
+    creation time and id of the last one of the previous page: a keyset, stable under
+    inserts)."""
     query: dict[str, Any] = {}
+    if owner is not None:
+        query["owner"] = owner
     if state:
         query["state"] = state
     if name:
@@ -134,5 +146,10 @@ async def newest(
 
 async def names(store: Store, workflow_ids: list[str] | set[str]) -> dict[str, str | None]:
     """The names of the workflows that exist among ``workflow_ids`` ($in on _id is index-served)."""
+    return {wf_id: w.get("name") for wf_id, w in (await briefs(store, workflow_ids)).items()}
+
+
+async def briefs(store: Store, workflow_ids: list[str] | set[str]) -> dict[str, dict[str, Any]]:
+    """The name and owner of the workflows that exist among ``workflow_ids``."""
     ids = sorted(set(workflow_ids))
-    return {w["_id"]: w.get("name") async for w in store.workflows.find({"_id": {"$in": ids}}, {"name": 1})}
+    return {w["_id"]: w async for w in store.workflows.find({"_id": {"$in": ids}}, {"name": 1, "owner": 1})}

@@ -390,6 +390,22 @@ async def test_external_id_lookup(emu: Emulator, http: aiohttp.ClientSession) ->
     assert (await stats(http, emu))["submissions"] == {"req-42": 2}
 
 
+async def test_job_logs_are_text_and_the_error_log_is_v2_only(emu: Emulator, http: aiohttp.ClientSession) -> None:
+    """As Oozie's servlets: show=log on v1 and v2, show=errorlog and show=auditlog on v2 only
+    (v1 answers E0302 whether or not the job exists), all as text/plain; charset="UTF-8"."""
+    job_id = await run_app(http, emu, "/apps/logs", shell("sh", "-c", "echo to-out; echo to-err >&2"))
+    assert await wait_status(http, emu, job_id) == "SUCCEEDED"
+    for version, show in ((1, "log"), (2, "log"), (2, "errorlog"), (2, "auditlog")):
+        async with http.get(f"{emu.oozie_url}/v{version}/job/{job_id}", params={"show": show}) as resp:
+            assert resp.status == 200 and resp.headers["Content-Type"] == 'text/plain; charset="UTF-8"'
+            text = await resp.text()
+        assert ("to-err" in text) == (show != "auditlog") and ("to-out" in text) == (show == "log"), (show, text)
+    for show in ("errorlog", "auditlog"):
+        for job in (job_id, "0000099-000000000000000-oozie-oozi-W"):
+            async with http.get(f"{emu.oozie_url}/v1/job/{job}", params={"show": show}) as resp:
+                await assert_oozie_error(resp, 400, "E0302", "Invalid parameter [Not supported in v1]")
+
+
 async def test_show_status_v2_only_and_info_shape(emu: Emulator, http: aiohttp.ClientSession) -> None:
     job_id = await run_app(http, emu, "/apps/s", shell("true"))
     async with http.get(f"{emu.oozie_url}/v1/job/{job_id}", params={"show": "status"}) as resp:

@@ -54,15 +54,17 @@ def make_settings(tmp_path: Path, mongo_url: str, **overrides: Any) -> Settings:
 class Api:
     """The gateway over real HTTP, plus a direct look at the store."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, token: str | None = None) -> None:
         self.settings = settings
         self.base = f"http://{settings.host}:{settings.port}"
+        self.token = token  # sent as Authorization: Bearer (docs/users.md)
         self.http: aiohttp.ClientSession | None = None
         self.mongo: AsyncMongoClient = AsyncMongoClient(settings.mongo_url)
         self.db = self.mongo[settings.mongo_db]
 
     async def open(self) -> None:
-        self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60), headers=headers)
 
     async def close(self) -> None:
         if self.http:

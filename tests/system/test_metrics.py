@@ -3,6 +3,8 @@ in this process, parsed with the official client's parser."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 import aiohttp
@@ -13,6 +15,8 @@ from pymongo import AsyncMongoClient
 from shared.bus.rabbitmq import RabbitBus
 from shared.config import Settings
 from shared.ops import OpsServer
+from shared.states import ACTION_LIVE
+from shared.storage.base import ATTEMPTS_DIR
 from shared.store import Store
 from tests.support.net import free_port
 from tests.support.system import AMQP_URL, Api, make_settings
@@ -104,3 +108,57 @@ async def test_not_ready_names_the_store_and_the_broker_when_unreachable() -> No
     finally:
         await ops.stop()
         await client.close()
+
+
+async def test_refused_callbacks_polls_and_live_actions_are_counted(system: Api, settings: Settings) -> None:
+    port = settings.metrics_port
+    before = await scrape(port)
+    plan = await system.submit({"name": "watched", "actions": [shell_action(1, "w-slow", seconds=4.0)]})
+    action_id = plan["actions"][0]["id"]
+
+    async def live(states: tuple[str, ...]) -> float:
+        samples = await scrape(port)
+        return sum(total(samples, "pingo_actions", state=s) for s in states)
+
+    # While its job runs, the decision lease holder counts it in flight.
+    deadline = time.time() + 3.5
+    while await live(("SUBMITTED", "RUNNING")) < 1:
+        assert time.time() < deadline, "pingo_actions never showed the running action"
+        await asyncio.sleep(0.1)
+    url = f"{settings.callback_url}/callback/{action_id}"
+    async with aiohttp.ClientSession() as http, http.get(url, params={"secret": "forged"}) as resp:
+        assert resp.status == 403
+    assert (await system.wait(plan["id"]))["state"] == "SUCCEEDED"
+    deadline = time.time() + 10
+    while await live(tuple(str(s) for s in ACTION_LIVE)) != 0:
+        assert time.time() < deadline, "pingo_actions still counts live actions after the workflow ended"
+        await asyncio.sleep(0.1)
+    after = await scrape(port)
+
+    def moved(name: str, **labels: str) -> float:
+        return total(after, name, **labels) - total(before, name, **labels)
+
+    assert moved("pingo_callbacks_total", outcome="refused") == 1
+    assert moved("pingo_poll_lag_seconds_count") >= 1  # a 4 s job, first polled after 0.5 s
+    assert total(after, "pingo_storage_threshold_bytes") == settings.threshold * settings.capacity_bytes
+
+
+async def test_failed_submissions_are_counted(system: Api, settings: Settings) -> None:
+    # A file where the attempts folder must be: every submission fails preparing its output.
+    attempts = settings.managed_dir / ATTEMPTS_DIR
+    attempts.rmdir()  # made empty at start-up
+    attempts.write_text("in the way")
+    before = total(await scrape(settings.metrics_port), "pingo_submit_errors_total")
+    plan = await system.submit({"name": "blocked", "actions": [shell_action(1, "b-1")]})
+    deadline = time.time() + 10
+    while total(await scrape(settings.metrics_port), "pingo_submit_errors_total") - before < 1:
+        assert time.time() < deadline, "a failed submission was not counted"
+        await asyncio.sleep(0.1)
+    # Past the retry ceiling the action ends FAILED, though the storage that failed it is
+    # still broken when it ends (its attempt folder cannot be removed either).
+    wf = await system.wait(plan["id"], timeout=60)
+    (action,) = wf["actions"]
+    assert wf["state"] == "FAILED" and action["state"] == "FAILED", action
+    ceiling = settings.submit_retry_ceiling
+    assert action["reason"] == "submit_failed" and f"submit failed ({ceiling}/{ceiling})" in action["error"]
+    assert total(await scrape(settings.metrics_port), "pingo_submit_errors_total") - before == ceiling

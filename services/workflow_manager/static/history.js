@@ -1,0 +1,1 @@
+// The history page (placeholder: built by its owner).

@@ -1,0 +1,1 @@
+// The storage page (placeholder: built by its owner).

@@ -1,0 +1,1 @@
+// The workflow page (placeholder: built by its owner).

@@ -1,0 +1,1 @@
+// The workflows page (placeholder: built by its owner).
