@@ -22,10 +22,10 @@ from typing import Any
 from evaluation.simulator import Cost, PreparedWorkflow, no_reuse_seconds, prepare_one, simulate
 from shared.config import Settings
 from shared.eviction import REGISTRY, get_algorithm
-from shared.store import Store, connect
+from shared.store import Store
 from shared.store import datasets as ds
 from shared.store.actions import of_workflows
-from shared.store.embedded import EmbeddedMongo
+from shared.store.embedded import store_for
 from shared.store.workflows import definitions
 
 
@@ -187,20 +187,8 @@ async def what_if(
     target = settings.target if target is None else target
     if not 0 < target <= threshold:
         raise ValueError(f"need 0 < target <= threshold, got target {target} and threshold {threshold}")
-    embedded = None
-    url = settings.mongo_url
-    if url is None:
-        embedded = EmbeddedMongo(settings.data_dir)
-        url = await embedded.start()
-    try:
-        store = await connect(url, settings.mongo_db, indexes=False)
-        try:
-            rec = await load_recorded(store, since)
-        finally:
-            await store.close()
-    finally:
-        if embedded is not None:
-            embedded.stop()
+    async with store_for(settings, indexes=False) as store:
+        rec = await load_recorded(store, since)
     cap = settings.capacity_bytes if capacity is None else capacity
     return replay(rec, algorithms, cap, threshold, target, settings.history_window, settings.algorithm)
 

@@ -27,26 +27,14 @@ def fail(message: str) -> NoReturn:
 
 @contextlib.asynccontextmanager
 async def store_of(settings: Settings) -> AsyncIterator[Store]:
-    from shared.store.client import connect
-    from shared.store.embedded import EmbeddedMongo
+    from shared.store.client import UNREACHABLE
+    from shared.store.embedded import store_for
 
-    embedded = None
-    url = settings.mongo_url
-    if url is None:
-        embedded = EmbeddedMongo(settings.data_dir)
-        url = await embedded.start()
     try:
-        try:
-            store = await connect(url, settings.mongo_db, timeout=settings.store_timeout)
-        except Exception as exc:
-            fail(f"cannot reach the store ({exc})")
-        try:
+        async with store_for(settings) as store:
             yield store
-        finally:
-            await store.close()
-    finally:
-        if embedded is not None:
-            embedded.stop()
+    except UNREACHABLE as exc:
+        fail(f"cannot reach the store ({exc})")
 
 
 def show_token(name: str, token: str) -> None:

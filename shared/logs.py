@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
@@ -26,14 +26,8 @@ ACTION_ID: ContextVar[str | None] = ContextVar("pingo_action_id", default=None)
 
 
 @contextmanager
-def about(workflow_id: Any = None, action_id: Any = None) -> Iterator[None]:
-    """Log lines written inside are about this workflow and action. An id not given keeps
-    the one bound outside (an action's lines stay under its workflow)."""
-    tokens = []
-    if workflow_id is not None:
-        tokens.append((WORKFLOW_ID, WORKFLOW_ID.set(str(workflow_id))))
-    if action_id is not None:
-        tokens.append((ACTION_ID, ACTION_ID.set(str(action_id))))
+def _bound(values: list[tuple[ContextVar[str | None], str | None]]) -> Iterator[None]:
+    tokens = [(var, var.set(value)) for var, value in values]
     try:
         yield
     finally:
@@ -41,19 +35,19 @@ def about(workflow_id: Any = None, action_id: Any = None) -> Iterator[None]:
             var.reset(token)
 
 
-@contextmanager
-def delivery(service: str | None, workflow_id: str | None, action_id: str | None) -> Iterator[None]:
+def about(workflow_id: Any = None, action_id: Any = None) -> AbstractContextManager[None]:
+    """Log lines written inside are about this workflow and action. An id not given keeps
+    the one bound outside (an action's lines stay under its workflow)."""
+    given = [(WORKFLOW_ID, workflow_id), (ACTION_ID, action_id)]
+    return _bound([(var, str(value)) for var, value in given if value is not None])
+
+
+def delivery(service: str | None, workflow_id: str | None, action_id: str | None) -> AbstractContextManager[None]:
     """Around an event's handler: lines from the subscribing ``service`` about the event's
     workflow and action, and none other (an in-process delivery runs in a task started by
     the publisher, whose ids it would otherwise carry)."""
-    tokens = [(WORKFLOW_ID, WORKFLOW_ID.set(workflow_id)), (ACTION_ID, ACTION_ID.set(action_id))]
-    if service is not None:
-        tokens.append((SERVICE, SERVICE.set(service)))
-    try:
-        yield
-    finally:
-        for var, token in reversed(tokens):
-            var.reset(token)
+    values = [(WORKFLOW_ID, workflow_id), (ACTION_ID, action_id)]
+    return _bound([*values, *([(SERVICE, service)] if service is not None else [])])
 
 
 @contextmanager

@@ -1,7 +1,8 @@
 """The web view: four pages served by the gateway, same origin as the API they read.
 
-No build step: each page is a static HTML file under ``static/`` with its own script; the
-scripts read the JSON API (``/api/v1/...``) and redraw. Front-end libraries are vendored
+No build step: every page is the one shell ``static/page.html`` with the page's own script
+(``static/<page>.js``, plus the vendored libraries it draws with); the scripts read the JSON
+API (``/api/v1/...``) and redraw (docs/web-ui.md). Front-end libraries are vendored
 in ``static/vendor/`` with their licences. Pages are not API routes: they are left out of
 the OpenAPI document. The page scripts run under a strict Content-Security-Policy (no
 inline script, nothing from another origin), so a value shown on a page cannot run.
@@ -16,6 +17,8 @@ from aiohttp import web
 STATIC = Path(__file__).parent / "static"
 ASSETS = "/ui"  # where the scripts, styles and vendored libraries are served
 PAGES = {"/": "workflows", "/workflows/{id}": "workflow", "/storage": "storage", "/history": "history"}
+TITLES = {"workflows": "Workflows", "workflow": "Workflow", "storage": "Storage", "history": "History"}
+LIBRARIES = {"workflow": ["dagre.min.js"], "storage": ["uPlot.iife.min.js"], "history": ["uPlot.iife.min.js"]}
 POLICY = (
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
@@ -29,10 +32,11 @@ SECURITY_HEADERS = {
 
 
 def page(name: str) -> web.RequestHandler:
-    path = STATIC / f"{name}.html"
+    scripts = "\n  ".join(f'<script src="{ASSETS}/vendor/{lib}" defer></script>' for lib in LIBRARIES.get(name, []))
+    html = (STATIC / "page.html").read_text().format(title=TITLES[name], page=name, scripts=scripts)
 
     async def serve(_: web.Request) -> web.StreamResponse:
-        return web.FileResponse(path, headers={**SECURITY_HEADERS, "Content-Type": "text/html; charset=utf-8"})
+        return web.Response(text=html, content_type="text/html", charset="utf-8", headers=SECURITY_HEADERS)
 
     return serve
 

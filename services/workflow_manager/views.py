@@ -166,6 +166,10 @@ class Workflow(View):
     owner: str | None = Field(description="The user who submitted it; null while users are off")
     state: WorkflowState
     counts: dict[str, int] | None = Field(description="Planned actions: compute, reuse, follow")
+    outcome: dict[str, int] | None = Field(
+        None, description="Once ended: how its actions ended (finished, reused, skipped, failed, killed)"
+    )
+    openActions: int | None = Field(None, description="Actions not ended yet")
     createdAt: float | None
     finishedAt: float | None
     error: str | None
@@ -185,6 +189,8 @@ def _workflow_fields(wf: dict[str, Any]) -> dict[str, Any]:
         "owner": wf.get("owner"),
         "state": wf["state"],
         "counts": wf.get("counts"),
+        "outcome": wf.get("outcome"),
+        "openActions": wf.get("open_actions"),
         "createdAt": wf.get("created_at"),
         "finishedAt": wf.get("finished_at"),
         "error": wf.get("error"),

@@ -18,16 +18,23 @@ process to notice starts it again and PyMongo reconnects.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote_plus
 
 from pymongo import AsyncMongoClient
 
+from shared.store.client import Store, connect
 from shared.store.embedded_server import LINGERING, SHARED, private_dir, socket_path
+
+if TYPE_CHECKING:
+    from shared.config import Settings
 
 log = logging.getLogger(__name__)
 KEEP_INTERVAL = 1.0  # seconds between two checks that the server still answers
@@ -158,3 +165,24 @@ class EmbeddedMongo:
             log.warning("the embedded MongoDB (pid %d) did not stop within %.0fs: killed", proc.pid, STOP_WAIT)
             proc.kill()
             proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def store_for(settings: Settings, *, indexes: bool = True) -> AsyncIterator[Store]:
+    """The store the services use (``PINGO_MONGO_URL``, else the embedded server of
+    ``PINGO_DATA_DIR``, started for the block if no process serves it), for a command that
+    runs beside them (``pingo users``, ``pingo evaluate whatif``)."""
+    embedded = None
+    url = settings.mongo_url
+    if url is None:
+        embedded = EmbeddedMongo(settings.data_dir)
+        url = await embedded.start()
+    try:
+        store = await connect(url, settings.mongo_db, indexes=indexes, timeout=settings.store_timeout)
+        try:
+            yield store
+        finally:
+            await store.close()
+    finally:
+        if embedded is not None:
+            embedded.stop()

@@ -1,1 +1,175 @@
-// The workflow page (placeholder: built by its owner).
+// One workflow: its DAG laid out by levels (dagre), each action coloured by its state,
+// reused and skipped ones drawn apart from computed ones; live while it runs; an action's
+// details and logs on click; a kill button (docs/web-ui.md).
+"use strict";
+
+const ENDED = ["SUCCEEDED", "FAILED", "KILLED"];
+const NODE_W = 170;
+const NODE_H = 46;
+const wfId = decodeURIComponent(window.location.pathname.split("/").pop());
+let selected = null;
+let layoutKey = null;
+
+function mark(a) {
+  if (a.state === "REUSED") return "♻ ";
+  if (a.state === "SKIPPED") return "↷ ";
+  if (a.state === "FAILED" || a.state === "KILLED") return "✗ ";
+  if (a.state === "FINISHED") return "✓ ";
+  return "";
+}
+
+function layout(actions) {
+  const g = new dagre.graphlib.Graph();
+  g.setGraph({ rankdir: "TB", nodesep: 28, ranksep: 46, marginx: 12, marginy: 12 });
+  g.setDefaultEdgeLabel(() => ({}));
+  const byLocal = new Map(actions.map((a) => [String(a.localId), a]));
+  for (const a of actions) g.setNode(a.id, { width: NODE_W, height: NODE_H });
+  for (const a of actions) {
+    for (const p of a.parents || []) {
+      const parent = byLocal.get(String(p));
+      if (parent) g.setEdge(parent.id, a.id);
+    }
+  }
+  dagre.layout(g);
+  return g;
+}
+
+function drawGraph(wf) {
+  const g = layout(wf.actions);
+  const { width, height } = g.graph();
+  const byId = new Map(wf.actions.map((a) => [a.id, a]));
+  const svg = Pingo.el("svg", { id: "dag", width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
+    "aria-label": `DAG of ${wf.name || wf.id}` });
+  svg.append(Pingo.el("defs", {}, Pingo.el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5,
+    markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, Pingo.el("path", { d: "M0,0 L10,5 L0,10 z",
+    class: "arrowhead" }))));
+  for (const e of g.edges()) {
+    const points = g.edge(e).points;
+    const d = points.map((p, i) => `${i ? "L" : "M"}${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(" ");
+    svg.append(Pingo.el("path", { d, class: "edge", "marker-end": "url(#arrow)" }));
+  }
+  for (const id of g.nodes()) {
+    const n = g.node(id);
+    const a = byId.get(id);
+    const decision = a.state === "REUSED" ? "reused" : a.state === "SKIPPED" ? "skipped" : "computed";
+    const node = Pingo.el("g", {
+      class: `node ${Pingo.stateClass(a.state)} ${decision}${selected === id ? " selected" : ""}`,
+      transform: `translate(${(n.x - NODE_W / 2).toFixed(1)},${(n.y - NODE_H / 2).toFixed(1)})`,
+      "data-action": id, "data-state": a.state, "data-decision": decision, tabindex: 0,
+    },
+    Pingo.el("title", {}, `${a.name} — ${a.state}${a.reason ? ` (${a.reason})` : ""}`),
+    Pingo.el("rect", { width: NODE_W, height: NODE_H, rx: 8, ry: 8 }),
+    Pingo.el("text", { x: 10, y: 19, class: "name" }, `${mark(a)}${a.name}`.slice(0, 24)),
+    Pingo.el("text", { x: 10, y: 36, class: "sub" }, `${a.state.toLowerCase()}${a.seconds ? ` · ${Pingo.seconds(a.seconds)}` : ""}`));
+    node.addEventListener("click", () => select(id));
+    node.addEventListener("keydown", (event) => { if (event.key === "Enter") select(id); });
+    svg.append(node);
+  }
+  return svg;
+}
+
+function legend() {
+  const item = (cls, text) => Pingo.el("span", { class: `key ${cls}` }, text);
+  return Pingo.el("p", { class: "legend" },
+    item("state-finished", "finished"), item("state-running", "running"), item("state-ready", "ready / waiting"),
+    item("state-retrying", "retrying"), item("state-failed", "failed"), item("state-killed", "killed"),
+    item("state-reused reused", "♻ reused (not computed)"), item("state-skipped skipped", "↷ skipped (not needed)"));
+}
+
+function field(label, value, cls) {
+  return [Pingo.el("dt", {}, label), Pingo.el("dd", { class: cls || "" }, value ?? "–")];
+}
+
+async function logPane(a, stream) {
+  const pre = Pingo.el("pre", { class: "log", id: `log-${stream}` }, "loading…");
+  try {
+    const text = await Pingo.text(`/api/v1/actions/${encodeURIComponent(a.id)}/logs?stream=${stream}&tail=200`);
+    pre.textContent = text || "(empty)";
+  } catch (error) {
+    pre.textContent = error.message;
+    pre.classList.add("muted");
+  }
+  return pre;
+}
+
+async function details(a) {
+  const attempts = (a.attemptLog || []).map((r) => Pingo.el("tr", {},
+    Pingo.el("td", {}, r.attempt), Pingo.el("td", { class: "mono" }, r.jobId || "–"),
+    Pingo.el("td", {}, r.outcome), Pingo.el("td", {}, Pingo.when(r.startedAt || r.submittedAt)),
+    Pingo.el("td", {}, Pingo.when(r.endedAt)), Pingo.el("td", { class: "error" }, r.error || "")));
+  const panel = Pingo.el("aside", { id: "details", class: "card" },
+    Pingo.el("h2", {}, a.name, " ", Pingo.badge(a.state)),
+    Pingo.el("dl", {},
+      field("action", a.id, "mono"), field("decision", `${a.decision}${a.reason ? ` (${a.reason})` : ""}`),
+      field("submitted", Pingo.when(a.submittedAt)), field("started", Pingo.when(a.startedAt)),
+      field("finished", Pingo.when(a.finishedAt)), field("took", a.seconds ? Pingo.seconds(a.seconds) : "–"),
+      field("attempts", a.attempts || "–"), field("job", a.jobId, "mono"),
+      field("output", a.outputPath, "mono"), field("lineage hash", a.hash, "mono hash"),
+      a.error ? field("error", a.error, "error") : []),
+    attempts.length ? Pingo.el("table", { class: "attempts" }, Pingo.el("thead", {}, Pingo.el("tr", {},
+      ["attempt", "job", "outcome", "started", "ended", "error"].map((h) => Pingo.el("th", {}, h)))),
+      Pingo.el("tbody", {}, attempts)) : null);
+  const ran = a.attempts || (a.attemptLog || []).length;
+  if (ran) {
+    panel.append(Pingo.el("h3", {}, "stdout (last 200 lines)"), await logPane(a, "stdout"),
+      Pingo.el("h3", {}, "stderr (last 200 lines)"), await logPane(a, "stderr"));
+  } else {
+    panel.append(Pingo.el("p", { class: "muted" }, a.state === "REUSED" || a.state === "SKIPPED"
+      ? "Not run: its output was reused, so there is no log." : "Not run yet."));
+  }
+  return panel;
+}
+
+let current = null;
+
+async function select(id) {
+  selected = id;
+  const a = current.actions.find((x) => x.id === id);
+  for (const n of document.querySelectorAll(".node")) n.classList.toggle("selected", n.dataset.action === id);
+  document.getElementById("side").replaceChildren(await details(a));
+}
+
+async function kill() {
+  if (!window.confirm(`Kill workflow ${current.name || current.id}? Running actions are stopped.`)) return;
+  try {
+    await Pingo.api(`/api/v1/workflows/${encodeURIComponent(wfId)}/kill`, { method: "POST", body: "{}" });
+  } catch (error) {
+    Pingo.error(error);
+  }
+  Pingo.poll(draw);
+}
+
+function header(wf) {
+  const ended = ENDED.includes(wf.state);
+  const took = wf.finishedAt && wf.createdAt ? Pingo.seconds(wf.finishedAt - wf.createdAt) : "running";
+  return Pingo.el("div", { class: "head" },
+    Pingo.el("h1", {}, wf.name || wf.id, " ", Pingo.badge(wf.state)),
+    Pingo.el("p", { class: "muted" }, `${wf.id} · owner ${wf.owner || "—"} · submitted ${Pingo.when(wf.createdAt)} · ${took}`,
+      wf.killedBy ? ` · killed by ${wf.killedBy}` : "", wf.error ? ` · ${wf.error}` : ""),
+    Pingo.el("button", { id: "kill", class: "danger", type: "button", disabled: ended || wf.killRequested,
+      onclick: kill }, wf.killRequested && !ended ? "Kill requested…" : "Kill"));
+}
+
+async function draw() {
+  const wf = await Pingo.api(`/api/v1/workflows/${encodeURIComponent(wfId)}`);
+  current = wf;
+  document.title = `${wf.name || wf.id} · Pingo`;
+  const main = document.getElementById("main");
+  let graph = document.getElementById("graph");
+  if (!graph) {
+    graph = Pingo.el("div", { id: "graph", class: "card" });
+    main.replaceChildren(Pingo.el("div", { id: "head" }), legend(),
+      Pingo.el("div", { class: "split" }, graph, Pingo.el("div", { id: "side" },
+        Pingo.el("p", { class: "muted" }, "Click an action for its times, attempts, output and logs."))));
+  }
+  document.getElementById("head").replaceChildren(header(wf));
+  const key = wf.actions.map((a) => `${a.id}:${a.state}`).join("|");
+  if (key !== layoutKey) {
+    layoutKey = key;
+    graph.replaceChildren(drawGraph(wf));
+    if (selected) await select(selected);
+  }
+  return !ENDED.includes(wf.state);
+}
+
+document.addEventListener("DOMContentLoaded", () => Pingo.poll(draw, 1000));
