@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import signal
 import types
@@ -50,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help_ = f"{info.description} (default {info.default})"
         if kind is bool:
             faults.add_argument(flag, dest=f"fault_{name}", action="store_true", default=None, help=help_)
+        elif typing.get_origin(info.annotation) is dict:  # site configuration: a JSON object
+            help_ = f'{info.description} A JSON object, e.g. \'{{"pingo": ["*"]}}\' (default {{}})'
+            faults.add_argument(flag, dest=f"fault_{name}", type=json.loads, default=None, metavar="JSON", help=help_)
         else:
             faults.add_argument(flag, dest=f"fault_{name}", type=kind, default=None, metavar=name.upper(), help=help_)
 

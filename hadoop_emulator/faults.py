@@ -88,6 +88,16 @@ class Faults(BaseModel):
         False, description="WebHDFS writes without user.name (as dr.who) answer 403 AccessControlException."
     )
 
+    # -- site configuration the real servers read at start (docs/emulator.md, "Proxy users") --
+    proxy_users: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="oozie.service.ProxyUserService.proxyuser.<user>.groups: the groups whose members each "
+        "user may act for with doAs ('*': anyone). Empty, as Oozie ships: every doAs is refused.",
+    )
+    user_groups: dict[str, list[str]] = Field(
+        default_factory=dict, description="The groups of each user, as the cluster's group mapping answers."
+    )
+
     @field_validator("fail_actions", "hang_actions", "fatal_actions", "suspend_actions")
     @classmethod
     def _regex(cls, value: str | None) -> str | None:

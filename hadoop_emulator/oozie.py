@@ -68,6 +68,10 @@ def json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(status=status, body=json.dumps(body).encode(), headers={"Content-Type": JSON_UTF8})
 
 
+class ProxyRefused(Exception):
+    """A doAs the proxy-user configuration does not allow."""
+
+
 def error_response(status: int, code: str | None, message: str) -> web.Response:
     """5.x error: the two headers (when there is an Oozie code) and the JSON body."""
     headers = {"Content-Type": JSON_UTF8}
@@ -253,9 +257,20 @@ class OozieApp:
             # An IOException from XConfiguration: not mapped, so a plain 500 without the oozie headers.
             return error_response(500, None, f"java.io.IOException: {exc}")
 
-    @staticmethod
-    def _user(request: web.Request) -> str | None:
-        return request.query.get("doAs") or request.query.get("user.name")
+    def _user(self, request: web.Request) -> str | None:
+        """Who the request acts as: ``doAs`` if the caller (``user.name``) may act for that
+        user, as Oozie's ProxyUserService decides (the hosts check left out: every caller of
+        the emulator is local); else ``ProxyRefused``."""
+        user, do_as = request.query.get("user.name"), request.query.get("doAs")
+        if not do_as or do_as == user:
+            return user
+        allowed = self.get_faults().proxy_users
+        if user not in allowed:
+            raise ProxyRefused(f"User [{user}] not defined as proxyuser")
+        groups = allowed[user]
+        if "*" not in groups and not set(groups) & set(self.get_faults().user_groups.get(do_as, [])):
+            raise ProxyRefused(f"Unauthorized proxyuser [{user}] for user [{do_as}], not in proxyuser groups")
+        return do_as
 
     async def submit(self, request: web.Request) -> web.StreamResponse:
         self._content_type(request)
@@ -272,7 +287,12 @@ class OozieApp:
                 "E0302",
                 f"Invalid parameter [jobtype={jobtype}: proxy submissions are not supported by the emulator]",
             )
-        job = self.engine.submit(props, self._user(request), start=action == "start", dryrun=action == "dryrun")
+        try:
+            user = self._user(request)
+        except ProxyRefused as exc:
+            # JsonRestServlet answers an AccessControlException with 401 and E1400, its message as is.
+            return error_response(401, "E1400", str(exc))
+        job = self.engine.submit(props, user, start=action == "start", dryrun=action == "dryrun")
         return json_response({"id": job.id if job is not None else "OK"}, status=201)
 
     def _listing(self, request: web.Request, apply: Callable[[Job], None] | None = None) -> dict[str, Any]:

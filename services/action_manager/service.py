@@ -225,6 +225,7 @@ class ActionManager:
                             p["key"] or "": p["value"] for p in definition.get("configurationParameters", [])
                         },
                         notify_url=self.notify_url(res),
+                        owner=res.get("owner"),
                     )
                 )
         except Exception as exc:

@@ -40,6 +40,9 @@ class JobRequest(BaseModel):
     arguments: list[str]
     configuration: dict[str, str]
     notify_url: str
+    # The user the job runs for (docs/users.md, "On Hadoop"): Oozie's doAs. None: users off,
+    # the job runs as Pingo's own identity. The local executor runs every job as Pingo's OS user.
+    owner: str | None = None
 
 
 LogStream = Literal["stdout", "stderr"]

@@ -123,7 +123,7 @@ class OozieExecutor:
         }
         if job.type == ActionType.COMMAND_LINE and job.action_folder:
             properties["oozie.libpath"] = self.hdfs_uri(job.action_folder)
-        return await self.oozie.submit(properties, job.external_id)
+        return await self.oozie.submit(properties, job.external_id, do_as=job.owner)
 
     async def find(self, external_id: str) -> str | None:
         return await self.oozie.find(external_id)

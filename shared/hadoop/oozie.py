@@ -75,10 +75,13 @@ class Oozie:
                                 params={"external-id": external_id, "jobtype": "wf"})  # fmt: skip
         return body.get("id") or None
 
-    async def submit(self, properties: dict[str, str], external_id: str, attempts: int = 5) -> str:
-        """POST /jobs?action=start. A 5xx or a lost answer may still have created the job, so
-        the external id is looked up before trying again, and after the last try: never two
-        jobs for one id. Backoff 0.2 s doubling to 5 s (tenacity)."""
+    async def submit(
+        self, properties: dict[str, str], external_id: str, attempts: int = 5, do_as: str | None = None
+    ) -> str:
+        """POST /jobs?action=start, for ``do_as`` (the proxy-user mechanism: Pingo's identity
+        acts for that user, who owns the job) when given. A 5xx or a lost answer may still have
+        created the job, so the external id is looked up before trying again, and after the
+        last try: never two jobs for one id. Backoff 0.2 s doubling to 5 s (tenacity)."""
         body = configuration_xml(properties)
         waits = wait_exponential(multiplier=0.2, max=5.0)
         retrying = AsyncRetrying(
@@ -95,7 +98,7 @@ class Oozie:
                 with attempt:
                     if attempt.retry_state.attempt_number > 1 and (existing := await self._lookup(external_id)):
                         return existing
-                    return await self._start(body)
+                    return await self._start(body, do_as)
         except OozieError as error:
             if not _worth_retrying(error):
                 raise
@@ -105,11 +108,12 @@ class Oozie:
             raise
         raise AssertionError("unreachable: tenacity returns or raises")
 
-    async def _start(self, body: bytes) -> str:
+    async def _start(self, body: bytes, do_as: str | None = None) -> str:
+        params = {"action": "start", "user.name": self.user, **({"doAs": do_as} if do_as else {})}
         try:
             async with self.client.post(
                 f"{self.base}/v1/jobs",
-                params={"action": "start", "user.name": self.user},
+                params=params,
                 data=body,
                 headers={"Content-Type": "application/xml;charset=UTF-8"},
             ) as resp:
