@@ -181,7 +181,7 @@ class Settings(BaseSettings):
         7 * 86_400.0,
         ge=0,
         description="How long the folder of a local job (its request, status and logs) is kept after the job "
-        "ended, seconds; 0 keeps them forever. Pruned by the action manager every settle interval.",
+        "ended, seconds; 0 keeps them forever. Pruned by the action manager every quarter of it (at most hourly).",
     )
 
     @model_validator(mode="after")

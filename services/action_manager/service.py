@@ -53,7 +53,9 @@ class ActionManager:
             self.tasks.append(asyncio.create_task(self.submitter()))
         if self.settings.job_retention > 0:
             # This service makes the job folders, so it prunes them (docs/operations.md, "Job retention").
-            ticker = Ticker(self.settings.settle_interval)
+            # A look reads every job folder kept: a quarter of the retention is soon enough (at most
+            # hourly), not every settle interval.
+            ticker = Ticker(max(self.settings.settle_interval, min(self.settings.job_retention / 4, 3600.0)))
             self.tasks.append(asyncio.create_task(forever("job retention", self.prune_jobs, ticker)))
         # Subscribed last: the loops run on their timers even while the broker is away
         # (events only wake them sooner).

@@ -42,7 +42,8 @@ def fan(n: int, label: str, seconds: float = 0.0) -> dict:
 
 
 async def test_kill_during_planning_is_applied_when_planning_ends(system: Api) -> None:
-    body = fan(1000, "plan-kill", seconds=30)
+    # Jobs of 5 minutes: one that was started and stopped ends far sooner, even on a loaded machine.
+    body = fan(1000, "plan-kill", seconds=300)
     submitting = asyncio.create_task(system.submit(body))
     deadline = time.time() + 30
     while True:
@@ -60,10 +61,10 @@ async def test_kill_during_planning_is_applied_when_planning_ends(system: Api) -
     assert plan["id"] == wf_id
     wf = await wait_state(system, wf_id, "KILLED")
     assert {a["state"] for a in wf["actions"]} == {"KILLED"}
-    # The root's job, if it was started at all, was stopped: it did not run its 30 s.
+    # The root's job, if it was started at all, was stopped: it did not run its 300 s.
     root = wf["actions"][0]
     doc = await system.db.actions.find_one({"_id": root["id"]})
-    assert root["finishedAt"] - wf["createdAt"] < 25, "\n".join(map(str, [*doc["history"], root]))
+    assert root["finishedAt"] - wf["createdAt"] < 200, "\n".join(map(str, [*doc["history"], root]))
 
 
 async def test_a_large_kill_answers_at_once_and_repeated_kills_do_the_work_once(system: Api) -> None:
