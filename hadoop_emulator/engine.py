@@ -25,6 +25,7 @@ from hadoop_emulator.hadoop_conf import ConfError, parse_configuration, resolve_
 from hadoop_emulator.hdfs import HdfsError, Namespace
 from hadoop_emulator.jobs import TERMINAL, Action, Job
 from hadoop_emulator.notifications import Notifier
+from hadoop_emulator.permissions import Checker
 from hadoop_emulator.runner import ActionRunner, Outcome, hdfs_ref
 from hadoop_emulator.workflow_xml import (
     DISALLOWED_PROPERTIES,
@@ -451,6 +452,7 @@ class Engine:
             job_id=job.id,
             action_id=action.id,
             action_conf=action_conf,
+            checker=Checker(self.ns, self._faults),
         )
         self._runners[action.id] = runner
 

@@ -91,8 +91,16 @@ class Faults(BaseModel):
     # -- site configuration the real servers read at start (docs/emulator.md, "Proxy users") --
     proxy_users: dict[str, list[str]] = Field(
         default_factory=dict,
-        description="oozie.service.ProxyUserService.proxyuser.<user>.groups: the groups whose members each "
-        "user may act for with doAs ('*': anyone). Empty, as Oozie ships: every doAs is refused.",
+        description="oozie.service.ProxyUserService.proxyuser.<user>.groups and core-site's "
+        "hadoop.proxyuser.<user>.groups (one setting for both servers here): the groups whose members each "
+        "user may act for with Oozie's doAs and WebHDFS's doas ('*': anyone). Empty, as both ship: every "
+        "impersonation is refused.",
+    )
+    hdfs_permissions: bool = Field(
+        False,
+        description="dfs.permissions.enabled: WebHDFS operations and <prepare> check owner, group and mode bits "
+        "and the sticky bit as the NameNode does (403 AccessControlException); the superuser hdfs and members "
+        "of supergroup bypass them. Off by default here (real HDFS: on), so a namespace needs no setup.",
     )
     user_groups: dict[str, list[str]] = Field(
         default_factory=dict, description="The groups of each user, as the cluster's group mapping answers."

@@ -40,6 +40,7 @@ _JAVA_CLASSES = {
     "IOException": "java.io.IOException",
     "EOFException": "java.io.EOFException",
     "StandbyException": "org.apache.hadoop.ipc.StandbyException",
+    "SecurityException": "java.lang.SecurityException",
 }
 # IllegalArgument/UnsupportedOperation -> 400, FileNotFound -> 404, other IOExceptions -> 403.
 _STATUS = {
@@ -313,7 +314,8 @@ class Namespace:
                 created.append(current)
         local.mkdir(parents=True, exist_ok=True)
         for c in created:
-            self._meta[c] = Meta(owner=user, permission=permission)
+            # A new inode's group is its parent's (HDFS follows the BSD rule).
+            self._meta[c] = Meta(owner=user, group=self.meta(c.rsplit("/", 1)[0] or "/").group, permission=permission)
         return True
 
     def create(
@@ -350,6 +352,7 @@ class Namespace:
             raise HdfsError("FileAlreadyExistsException", f"{path} for client {client} already exists") from None
         self._meta[path] = Meta(
             owner=user,
+            group=self.meta(path.rsplit("/", 1)[0] or "/").group,
             permission=permission,
             replication=replication or REPLICATION,
             block_size=block_size or BLOCK_SIZE,
@@ -404,6 +407,22 @@ class Namespace:
         os.rename(src_local, dst_local)
         self._move_meta(src, dst)
         return True
+
+    def claim(self, path_or_uri: str, user: str, since: float) -> None:
+        """Record ``user`` as the owner of what a job running as that user wrote directly to
+        disk: ``path`` and everything below it changed at or after ``since`` that has no
+        owner recorded yet (docs/emulator.md, "Permissions")."""
+        try:
+            path = self.normalize(path_or_uri)
+            local = self.local(path)
+        except HdfsError:
+            return
+        st = self._stat(local)
+        if st is None or path == "/":
+            return
+        for sub, st_ in self._walk(path, local, st):
+            if sub not in self._meta and st_.st_mtime >= since:
+                self._meta[sub] = Meta(owner=user, group=self.meta(sub.rsplit("/", 1)[0] or "/").group)
 
     def set_permission(self, path_or_uri: str, permission: str | None) -> None:
         path = self.normalize(path_or_uri)

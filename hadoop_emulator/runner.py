@@ -24,6 +24,7 @@ import os
 import shutil
 import signal
 import stat
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import BinaryIO
 
 from hadoop_emulator.hadoop_conf import to_xml
 from hadoop_emulator.hdfs import HdfsError, Namespace
+from hadoop_emulator.permissions import ALL, WRITE, Checker
 from hadoop_emulator.workflow_xml import ActionSpec
 
 KILL_GRACE = 5.0
@@ -69,6 +71,7 @@ class ActionRunner:
         job_id: str,
         action_id: str,
         action_conf: dict[str, str],
+        checker: Checker | None = None,
     ) -> None:
         self.spec = spec
         self.ns = namespace
@@ -78,17 +81,35 @@ class ActionRunner:
         self.job_id = job_id
         self.action_id = action_id
         self.action_conf = action_conf
+        self.checker = checker
         self.proc: asyncio.subprocess.Process | None = None
         self.killed = False
 
     # -- preparation ------------------------------------------------------------------
     def _prepare(self, user: str) -> None:
-        """``<prepare>``: delete (recursively, a missing path is fine) and mkdir, in order."""
+        """``<prepare>``: delete (recursively, a missing path is fine) and mkdir, in order,
+        as the job's user."""
+        caller = self.checker.caller(user) if self.checker else None
         for kind, path in self.spec.prepare:
+            if self.checker and caller:
+                norm = self.ns.normalize(path)
+                if kind == "delete":
+                    self.checker.check(caller, norm, parent=WRITE, sub=ALL)
+                elif self.ns.exists(norm):
+                    self.checker.check(caller, norm)
+                else:
+                    self.checker.check(caller, norm, ancestor=WRITE)
             if kind == "delete":
                 self.ns.delete(path, recursive=True)
             else:
                 self.ns.mkdirs(path, user)
+
+    def _claim(self, user: str, since: float) -> None:
+        """What the job wrote is its user's: the process writes to disk, not through the
+        NameNode, so the paths among its arguments are given their owner afterwards."""
+        for arg in self.spec.args:
+            if arg.startswith("/") or arg.startswith("hdfs://"):
+                self.ns.claim(arg, user, since)
 
     def _localize(self) -> list[Path]:
         """Copy files and unpack archives into the working directory; the shipped jars."""
@@ -202,6 +223,7 @@ class ActionRunner:
             return Outcome(error_code="JA018", error_message=str(exc))
         (self.workdir / "argv").write_text("\n".join(argv) + "\n")
         out, err = self._open_logs()
+        since = time.time()
         with out, err:
             try:
                 self.proc = await asyncio.create_subprocess_exec(
@@ -222,6 +244,7 @@ class ActionRunner:
             except asyncio.CancelledError:
                 self.kill()
                 raise
+        self._claim(self.action_conf.get("user.name", "dr.who"), since)
         outcome = Outcome(exit_code=code, started=True)
         if code < 0:
             outcome.exit_code = None

@@ -23,6 +23,7 @@ from aiohttp import web
 
 from hadoop_emulator.faults import Faults
 from hadoop_emulator.hdfs import DEFAULT_USER, HdfsError, Namespace
+from hadoop_emulator.permissions import ALL, READ, READ_EXECUTE, WRITE, Checker
 
 PREFIX = "/webhdfs/v1"
 # Every op of each HTTP method in Hadoop 3 (an op under the wrong method is an invalid value).
@@ -167,6 +168,7 @@ class WebHdfs:
         self.datanode_base = datanode_base
         self.rpc_address = rpc_address
         self.count_unavailable = count_unavailable
+        self.permissions = Checker(namespace, faults)
 
     # -- common -----------------------------------------------------------------------
     def _burst(self) -> web.Response | None:
@@ -190,9 +192,23 @@ class WebHdfs:
                 f'Permission denied: user={DEFAULT_USER}, access=WRITE, inode="{path}":hdfs:supergroup:drwxr-xr-x',
             )
 
-    @staticmethod
-    def _user(request: web.Request) -> str:
-        return request.query.get("doas") or request.query.get("user.name") or DEFAULT_USER
+    def _user(self, request: web.Request) -> str:
+        """Who the request acts as: ``doas`` if the caller (``user.name``) may act for that
+        user (core-site's hadoop.proxyuser settings, here ``proxy_users``; the hosts list is
+        not checked), else a 403 ``SecurityException`` as the NameNode's user provider answers."""
+        caller = request.query.get("user.name") or DEFAULT_USER
+        do_as = request.query.get("doas")
+        if not do_as or do_as == caller:
+            return caller
+        faults = self._faults()
+        groups = faults.proxy_users.get(caller)
+        if groups is None or ("*" not in groups and not set(groups) & set(faults.user_groups.get(do_as, []))):
+            raise HdfsError(
+                "SecurityException",
+                "Failed to obtain user group information: org.apache.hadoop.security.authorize."
+                f"AuthorizationException: User: {caller} is not allowed to impersonate {do_as}",
+            )
+        return do_as
 
     @staticmethod
     def _op(request: web.Request, methods: dict[str, set[str]]) -> str:
@@ -253,6 +269,8 @@ class WebHdfs:
     def _namenode_op(self, request: web.Request, op: str, path: str) -> web.Response:
         q = request.query
         user = self._user(request)
+        if op != "CREATE":  # the DataNode's create asks the NameNode, which checks then
+            self._authorize(user, op, path, q)
         if op == "GETFILESTATUS":
             return web.json_response({"FileStatus": self.ns.status(path)})
         if op == "LISTSTATUS":
@@ -299,6 +317,49 @@ class WebHdfs:
             self.ns.open_file(path)
             return self._redirect(request, self._location(request, path, op, {}))
         raise HdfsError("UnsupportedOperationException", f"{op} is not supported")
+
+    # What each operation checks (as FSDirStatAndListingOp, FSDirMkdirOp, FSDirDeleteOp,
+    # FSDirRenameOp, FSDirAttrOp and FSDirWriteFileOp ask FSPermissionChecker).
+    CHECKS: dict[str, dict[str, int]] = {
+        "LISTSTATUS": {"access": READ_EXECUTE},
+        "GETCONTENTSUMMARY": {"sub": READ_EXECUTE},
+        "OPEN": {"access": READ},
+        "GETFILECHECKSUM": {"access": READ},
+        "MKDIRS": {"ancestor": WRITE},
+        "CREATE": {"ancestor": WRITE},
+        "DELETE": {"parent": WRITE, "sub": ALL},
+        "SETREPLICATION": {"access": WRITE},
+        "GETFILESTATUS": {},
+    }
+
+    def _authorize(self, user: str, op: str, path: str, q: Any) -> None:
+        checker = self.permissions
+        caller = checker.caller(user)
+        if op == "SETPERMISSION":
+            checker.check(caller, path, owner=True)
+        elif op == "SETOWNER":
+            checker.check(caller, path)
+            checker.check_set_owner(caller, path, q.get("owner") or None, q.get("group") or None)
+        elif op == "RENAME":
+            checker.check(caller, path, parent=WRITE)
+            dst = q.get("destination")
+            if dst and dst.startswith("/"):
+                try:
+                    target = self.ns.normalize(dst)
+                    if q.get("renameoptions") is None and self.ns.is_dir(target):
+                        target = f"{target.rstrip('/')}/{path.rsplit('/', 1)[1]}"  # moved inside it
+                    checker.check(caller, target, ancestor=WRITE)
+                except HdfsError as exc:
+                    if exc.exception == "AccessControlException":
+                        raise
+        elif op == "MKDIRS" and self.ns.exists(path):
+            checker.check(caller, path)  # an existing folder: only the way to it is checked
+        elif op == "CREATE" and _bool(q, "overwrite", False) and self.ns.exists(path):
+            checker.check(caller, path, ancestor=WRITE, access=WRITE)
+        elif op in self.CHECKS:
+            checker.check(caller, path, **self.CHECKS[op])
+        else:
+            checker.check(caller, path, access=None)
 
     def _rename(self, request: web.Request, path: str) -> web.Response:
         dst = request.query.get("destination")
@@ -358,6 +419,7 @@ class WebHdfs:
             raw_path = request_path(request)
             self._guard(request, op, raw_path)
             path = self.ns.normalize(raw_path)
+            self._authorize(self._user(request), op, path, request.query)
             if op == "CREATE":
                 return await self._create(request, path)
             if op == "OPEN":

@@ -206,7 +206,7 @@ class ActionManager:
             READY_TO_SUBMIT.observe(max(0.0, now - ready[-1]))
         definition = res["definition"]
         try:
-            await storage.prepare(attempt_path)
+            await storage.prepare(attempt_path, user=res.get("owner"))
             job_id = await executor.find(external_id)
             if job_id is None:
                 job_id = await executor.submit(
@@ -253,14 +253,17 @@ class ActionManager:
         one ending protocol."""
         SUBMIT_ERRORS.inc()
         errors = int(action.get("submit_errors", 0)) + 1
-        message = f"submit failed ({errors}/{self.settings.submit_retry_ceiling}): {exc}"
+        refused = bool(getattr(exc, "refusal", False))
+        tries = "not retried: refused" if refused else f"{errors}/{self.settings.submit_retry_ceiling}"
+        message = f"submit failed ({tries}): {exc}"
         log.warning("%s: %s", action["_id"], message)
         guard = {"sources": [A.SUBMITTED], "where": {"external_id": external_id}, "note": message}
         record = attempts.record(action, attempts.SUBMIT_FAILED, message)
         if (await acts.get(self.ctx.store, action["_id"], {"kill_requested": 1}) or {}).get("kill_requested"):
             # Killed while it was being submitted: no retry, it ends KILLED.
             await self.outcomes.end(action, A.KILLED, "killed", message, by=self.owner, record=record, **guard)
-        elif errors >= self.settings.submit_retry_ceiling:
+        elif errors >= self.settings.submit_retry_ceiling or refused:
+            # A refusal (a permission denied, a proxy user not trusted) would only be refused again.
             await self.outcomes.end(
                 action, A.FAILED, "submit_failed", message, by=self.owner, set={"submit_errors": errors},
                 record=record, **guard,

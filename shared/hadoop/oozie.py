@@ -28,6 +28,11 @@ class OozieError(Exception):
         self.status, self.code, self.message = status, code, message
         super().__init__(f"Oozie {what}: HTTP {status} {code or ''} {message}".replace("  ", " "))
 
+    @property
+    def refusal(self) -> bool:
+        """Final: Oozie refused who is asking (a proxy user it does not trust, E1400)."""
+        return self.status in (401, 403)
+
 
 def _worth_retrying(error: BaseException) -> bool:
     """A server error or no answer (status 0): the job may or may not exist. A 4xx is final."""

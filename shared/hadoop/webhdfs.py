@@ -14,11 +14,20 @@ from aiohttp_retry import RetryClient
 
 from shared.hadoop.http import retrying_client
 
+# What HDFS answers when the acting user may not do something (permission bits, a refused
+# doas): asking again changes nothing.
+REFUSALS = frozenset({"AccessControlException", "SecurityException", "AuthorizationException"})
+
 
 class HdfsError(Exception):
     def __init__(self, status: int, exception: str, message: str, op: str, path: str) -> None:
         self.status, self.exception, self.message = status, exception, message
         super().__init__(f"WebHDFS {op} {path}: HTTP {status} {exception}: {message}")
+
+    @property
+    def refusal(self) -> bool:
+        """Final: a permission HDFS denies (a standby NameNode's 403 is not one)."""
+        return self.status in (401, 403) and self.exception in REFUSALS
 
 
 class FileNotFound(HdfsError):
@@ -26,10 +35,30 @@ class FileNotFound(HdfsError):
 
 
 class WebHdfs:
-    def __init__(self, base_url: str, user: str, client: RetryClient | None = None) -> None:
+    """Pingo's identity on HDFS (``user.name``); :meth:`acting_as` gives the same client
+    acting for another user through ``doas`` (docs/users.md, "On Hadoop")."""
+
+    def __init__(self, base_url: str, user: str, client: RetryClient | None = None, doas: str | None = None) -> None:
         self.base = base_url.rstrip("/")
         self.user = user
+        self.doas = doas
         self.client = client or retrying_client()
+        self._for: dict[str, WebHdfs] = {}
+
+    def acting_as(self, user: str | None) -> WebHdfs:
+        """This client acting for ``user`` (itself for None or its own user); it shares the
+        connection pool, and only the client it came from is closed."""
+        if user is None or user == (self.doas or self.user):
+            return self
+        if user == self.user:
+            return WebHdfs(self.base, self.user, self.client)
+        if user not in self._for:
+            self._for[user] = WebHdfs(self.base, self.user, self.client, doas=user)
+        return self._for[user]
+
+    @property
+    def acting_user(self) -> str:
+        return self.doas or self.user
 
     async def close(self) -> None:
         await self.client.close()
@@ -41,6 +70,8 @@ class WebHdfs:
 
     def params(self, op: str, **extra: Any) -> dict[str, str]:
         out = {"op": op, "user.name": self.user}
+        if self.doas:
+            out["doas"] = self.doas
         out.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in extra.items()})
         return out
 

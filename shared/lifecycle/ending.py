@@ -120,9 +120,20 @@ class Outcomes:
         try:
             # An unmanaged output is the user's latest result, never a kept dataset: always replaced.
             replace = bool(action.get("force")) or not action.get("managed")
-            await self.storage.commit(attempt, final, replace=replace)
+            await self.storage.commit(attempt, final, replace=replace, user=action.get("owner"))
         except FileNotFoundError as exc:
             await self.fail_attempt(action, "output_missing", str(exc), status)
+            return
+        except Exception as exc:
+            if not getattr(exc, "refusal", False):
+                raise  # the poller asks again
+            # The storage refuses who commits it (HDFS permissions changed since submission):
+            # asking again, or another attempt, is refused the same way.
+            await self.end(
+                action, A.FAILED, "commit_refused", f"its output could not be committed: {exc}",
+                sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
+                record=attempts.record(action, attempts.FAILED, str(exc), status),
+            )  # fmt: skip
             return
         # A managed dataset's checksum is taken whatever PINGO_VERIFY_REUSE says: it is what
         # a later check at the checksum level compares against. An unmanaged output is never reused.
@@ -177,7 +188,7 @@ class Outcomes:
             return
         failed, delay = retry
         if action.get("attempt_path"):
-            await self.storage.discard(action["attempt_path"])
+            await self.storage.discard(action["attempt_path"], user=action.get("owner"))
         retry_at = time.time() + delay
         moved = await self.mover.action(
             action["_id"], A.RETRYING, by=self.by, sources=[A.SUBMITTED, A.RUNNING],
@@ -294,7 +305,7 @@ class Outcomes:
     async def release(self, action: ActionDoc, reason: str, keep_attempt: bool = False) -> None:
         if action.get("attempt_path") and not keep_attempt:  # a successor's adopted job writes there
             try:
-                await self.storage.discard(action["attempt_path"])
+                await self.storage.discard(action["attempt_path"], user=action.get("owner"))
             except Exception as exc:
                 # The ending must not wait on the storage that may be why it ends (a submit
                 # that failed to prepare this folder): what is left is an orphan, and the

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 A = ActionState
 # Failures of the computation itself, as opposed to a kill or a lost submission.
-COMPUTATION_FAILED = frozenset({"action_failed", "output_missing", "timed_out", "upstream_failed"})
+COMPUTATION_FAILED = frozenset({"action_failed", "output_missing", "commit_refused", "timed_out", "upstream_failed"})
 # Elections held in one call before giving up (each lost one is a successor gone meanwhile).
 ELECTIONS = 5
 # What a successor adopting a running job takes from the producer.

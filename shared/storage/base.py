@@ -69,10 +69,14 @@ class Storage(Protocol):
     def attempt_path(self, final: str, action_id: str, attempt: int) -> str:
         """The private path one attempt writes to; committed to ``final`` by rename."""
 
-    async def prepare(self, attempt: str) -> None:
-        """Make the attempt path's parent; clear a leftover attempt of the same name."""
+    async def prepare(self, attempt: str, user: str | None = None) -> None:
+        """Make the attempt path's parent; clear a leftover attempt of the same name.
 
-    async def commit(self, attempt: str, final: str, replace: bool = False) -> bool:
+        ``user`` (here and in commit and discard): the owner of the action, as whom an
+        unmanaged output is written where the storage knows users (HDFS: ``doas``); the
+        managed root is the storage's own. A local storage runs everything as Pingo."""
+
+    async def commit(self, attempt: str, final: str, replace: bool = False, user: str | None = None) -> bool:
         """Move the attempt's output to ``final``. The first commit wins: a later one is
         discarded (False) unless ``replace``, whose output takes the place of what is there
         (moved aside, then removed; the last replacing commit wins). Repeating a done
@@ -80,7 +84,7 @@ class Storage(Protocol):
         output. No output at either path raises FileNotFoundError: the action did not keep
         its contract."""
 
-    async def discard(self, path: str) -> None: ...
+    async def discard(self, path: str, user: str | None = None) -> None: ...
 
     async def delete(self, path: str) -> None:
         """Recursive; a missing path is not an error."""

@@ -132,7 +132,7 @@ class LocalStorage:
         parent = Path(final).parent / ATTEMPTS_DIR
         return str(parent / f"{Path(final).name}.{path_name(action_id)}.{attempt}")
 
-    async def prepare(self, attempt: str) -> None:
+    async def prepare(self, attempt: str, user: str | None = None) -> None:
         await asyncio.to_thread(self._prepare, Path(attempt))
 
     @staticmethod
@@ -141,7 +141,7 @@ class LocalStorage:
         if attempt.exists() or attempt.is_symlink():
             remove_tree(attempt)  # a leftover of a crashed submit
 
-    async def commit(self, attempt: str, final: str, replace: bool = False) -> bool:
+    async def commit(self, attempt: str, final: str, replace: bool = False, user: str | None = None) -> bool:
         return await asyncio.to_thread(self._commit, Path(attempt), Path(final), replace)
 
     def _commit(self, attempt: Path, final: Path, replace: bool) -> bool:
@@ -194,7 +194,7 @@ class LocalStorage:
                 pass  # moved away meanwhile: the next rename finds the path free
         raise OSError(errno.EBUSY, f"{final} kept being replaced by other commits; {attempt} left in place")
 
-    async def discard(self, path: str) -> None:
+    async def discard(self, path: str, user: str | None = None) -> None:
         await self.delete(path)
 
     async def delete(self, path: str) -> None:

@@ -5,7 +5,11 @@ checksummed with GETFILECHECKSUM.
 A committed managed dataset is sealed with SETPERMISSION (folders 555, files 444), so no
 later job can add, replace or append to its files. HDFS checks the owner's bits too (only
 its superuser bypasses them), and a recursive DELETE needs rwx on every folder below the
-path: deleting a dataset first gives its folders 755 back."""
+path: a refused delete opens the folders again and asks once more.
+
+With users on, jobs run as their owner, so what they write is the owner's; only an inode's
+owner may change its mode, so sealing and opening are done by each inode's owner through
+``doas``, and an unmanaged output is written as its owner (docs/users.md, "On Hadoop")."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import asyncio
 import hashlib
 import logging
 import posixpath
+from collections.abc import Callable
 
 from shared.hadoop.webhdfs import FileNotFound, HdfsError, WebHdfs
 from shared.storage.base import ATTEMPTS_DIR, REPLACE_ROUNDS, Entry, Integrity, check_fingerprint_size
@@ -22,12 +27,15 @@ log = logging.getLogger(__name__)
 # GETFILECHECKSUM requests in flight at once for one digest: each makes a DataNode read
 # the file's block checksums, so a dataset of many files is not asked for one by one.
 CHECKSUM_CONCURRENCY = 8
+# The managed attempts folder: every user's jobs write there (sticky, as /tmp).
+STAGING_PERMISSION = "1777"
 
 
 class WebHdfsStorage:
     def __init__(self, hdfs: WebHdfs, root: str) -> None:
         self.hdfs = hdfs
         self.root = posixpath.normpath(root)
+        self._staging_ready: set[str] = set()
 
     def normalize(self, root: str, path: str) -> str:
         return posixpath.normpath(posixpath.join(root, path))
@@ -39,37 +47,66 @@ class WebHdfsStorage:
         parent, name = posixpath.split(final)
         return posixpath.join(parent, ATTEMPTS_DIR, f"{name}.{path_name(action_id)}.{attempt}")
 
-    async def prepare(self, attempt: str) -> None:
-        await self.hdfs.mkdirs(posixpath.dirname(attempt))
-        await self.hdfs.delete(attempt, recursive=True)  # a leftover of a crashed submit
+    def _fs(self, path: str, user: str | None) -> WebHdfs:
+        """Who acts on ``path``: Pingo under the managed root, else the output's owner
+        (``doas``), so an unmanaged output is written only where its owner may write."""
+        if user is None or self.inside(path, [self.root]):
+            return self.hdfs
+        return self.hdfs.acting_as(user)
 
-    async def commit(self, attempt: str, final: str, replace: bool = False) -> bool:
+    async def prepare(self, attempt: str, user: str | None = None) -> None:
+        fs = self._fs(attempt, user)
+        staging = posixpath.dirname(attempt)
+        if fs is self.hdfs and self.inside(attempt, [self.root]):
+            await self._open_staging(staging)
+        else:
+            await fs.mkdirs(staging)
+        await self._remove(fs, attempt)  # a leftover of a crashed submit
+
+    async def _open_staging(self, staging: str) -> None:
+        """The managed attempts folder is where owners' jobs write (docs/users.md, "On
+        Hadoop"): 1777, writable by all, each entry removable only by its owner and Pingo."""
+        if staging in self._staging_ready:
+            return
+        st = await self.hdfs.status(staging)
+        if st is None:
+            await self.hdfs.mkdirs(staging)
+        if st is None or st.get("permission") != STAGING_PERMISSION:
+            try:
+                await self.hdfs._json("PUT", staging, "SETPERMISSION", permission=STAGING_PERMISSION)
+            except HdfsError as exc:
+                log.warning("could not open %s to the jobs of Pingo's users: %s", staging, exc)
+                return
+        self._staging_ready.add(staging)
+
+    async def commit(self, attempt: str, final: str, replace: bool = False, user: str | None = None) -> bool:
+        fs = self._fs(final, user)
         parent, name = posixpath.split(final)
         aside = posixpath.join(parent, aside_name(name, posixpath.basename(attempt)))
-        await self.hdfs.mkdirs(parent)
-        if await self.hdfs.status(attempt) is None:
-            if await self.hdfs.status(final) is not None:
+        await fs.mkdirs(parent)
+        if await fs.status(attempt) is None:
+            if await fs.status(final) is not None:
                 await self._seal(final)  # a repeated commit: done before (perhaps cut off before sealing)
                 if replace:
-                    await self.delete(aside)  # ...or before it removed the output it replaced
+                    await self._remove(fs, aside)  # ...or before it removed the output it replaced
                 return True
             raise FileNotFoundError(f"the action reported success but its output {attempt} does not exist")
         if replace:
-            await self._replace(attempt, final, aside)
+            await self._replace(fs, attempt, final, aside)
         else:
-            if await self.hdfs.status(final) is not None:
-                await self.hdfs.delete(attempt, recursive=True)
+            if await fs.status(final) is not None:
+                await self._remove(fs, attempt)
                 return False
             # Old RENAME semantics: False rather than an error if the destination appeared meanwhile.
-            if not await self.hdfs.rename(attempt, final):
-                await self.hdfs.delete(attempt, recursive=True)
+            if not await fs.rename(attempt, final):
+                await self._remove(fs, attempt)
                 return False
         await self._seal(final)
         if replace:
-            await self.delete(aside)
+            await self._remove(fs, aside)
         return True
 
-    async def _replace(self, attempt: str, final: str, aside: str) -> None:
+    async def _replace(self, fs: WebHdfs, attempt: str, final: str, aside: str) -> None:
         """Put ``attempt`` at ``final``, whatever is there: the current output is renamed
         aside, then the attempt renamed in (no RENAME overwrites a folder with contents), so
         for that instant ``final`` does not exist. The attempt goes in by the newer RENAME
@@ -78,49 +115,64 @@ class WebHdfsStorage:
         two renames, its output is moved aside in turn (the last one to commit wins). The
         caller removes ``aside``; a commit cut off before that finds it on its retry."""
         for _ in range(REPLACE_ROUNDS):
-            if await self.hdfs.status(final) is not None:
-                await self.delete(aside)  # a crashed earlier try's: the output it moved aside is obsolete too
-                await self.hdfs.rename(final, aside)
+            if await fs.status(final) is not None:
+                await self._remove(fs, aside)  # a crashed earlier try's: the output it moved aside is obsolete too
+                await fs.rename(final, aside)
             try:
-                await self.hdfs._json("PUT", attempt, "RENAME", destination=final, renameoptions="NONE")
+                await fs._json("PUT", attempt, "RENAME", destination=final, renameoptions="NONE")
                 return
             except HdfsError as exc:
                 if exc.exception != "FileAlreadyExistsException":
                     raise
         raise HdfsError(409, "FileAlreadyExistsException", "kept being replaced by other commits", "RENAME", final)
 
-    async def discard(self, path: str) -> None:
-        await self.hdfs.delete(path, recursive=True)
+    async def discard(self, path: str, user: str | None = None) -> None:
+        await self._remove(self._fs(path, user), path)
 
     async def delete(self, path: str) -> None:
-        if self.inside(path, [self.root]):
-            try:
-                await self._permissions(path, "755", None)  # a sealed dataset: make it deletable
-            except FileNotFound:
-                pass  # gone meanwhile
-        await self.hdfs.delete(path, recursive=True)
+        await self._remove(self.hdfs, path)
+
+    async def _remove(self, fs: WebHdfs, path: str) -> None:
+        """A recursive DELETE by ``fs``'s user. HDFS wants rwx on every non-empty folder
+        below the path: a sealed dataset, or an attempt another user's job wrote, is
+        refused; then each folder is opened by its owner (``doas``) and the DELETE asked
+        again."""
+        try:
+            await fs.delete(path, recursive=True)
+            return
+        except HdfsError as exc:
+            if not exc.refusal:
+                raise
+        try:
+            await self._permissions(path, lambda owner: "755" if owner == fs.acting_user else "777", None)
+        except FileNotFound:
+            return  # gone meanwhile
+        await fs.delete(path, recursive=True)
 
     async def _seal(self, final: str) -> None:
         """Managed datasets only: an unmanaged output is the user's, to do with as they like."""
         if not self.inside(final, [self.root]):
             return
         try:
-            await self._permissions(final, "555", "444")
+            await self._permissions(final, lambda owner: "555", "444")
         except HdfsError as exc:
             log.warning("could not make %s read-only: %s", final, exc)
 
-    async def _permissions(self, top: str, folders: str, files: str | None) -> None:
-        """SETPERMISSION on ``top`` and everything under it (``files`` None: files unchanged).
-        A folder is changed before it is listed; symbolic links are left alone."""
+    async def _permissions(self, top: str, folders: Callable[[str], str], files: str | None) -> None:
+        """SETPERMISSION on ``top`` and everything under it, each by its owner (only the
+        owner of an inode may change its mode): a folder gets ``folders(owner)``, a file
+        ``files`` (None: files unchanged). A folder is changed before it is listed;
+        symbolic links are left alone."""
         st = await self.hdfs.status(top)
         stack = [(top, st)] if st is not None else []
         while stack:
             path, st = stack.pop()
+            fs = self.hdfs.acting_as(st.get("owner"))
             if st["type"] == "DIRECTORY":
-                await self.hdfs._json("PUT", path, "SETPERMISSION", permission=folders)
-                stack += [(posixpath.join(path, c["pathSuffix"]), c) for c in await self.hdfs.list(path)]
+                await fs._json("PUT", path, "SETPERMISSION", permission=folders(st.get("owner") or ""))
+                stack += [(posixpath.join(path, c["pathSuffix"]), c) for c in await fs.list(path)]
             elif st["type"] == "FILE" and files is not None:
-                await self.hdfs._json("PUT", path, "SETPERMISSION", permission=files)
+                await fs._json("PUT", path, "SETPERMISSION", permission=files)
 
     async def size(self, path: str) -> int | None:
         if await self.hdfs.status(path) is None:

@@ -12,16 +12,19 @@ import aiohttp
 import pytest
 
 from hadoop_emulator import start_emulator
+from shared.hadoop.webhdfs import WebHdfs
+from shared.storage.webhdfs import WebHdfsStorage
 from shared.store import users
 from shared.store.client import connect
 from tests.support.system import Api, Processes, make_settings
 from tests.support.workflows import JOBS
 
 
-def action(aid: int, label: str) -> dict[str, Any]:
+def action(aid: int, label: str, parents: list[int] = (), **extra: Any) -> dict[str, Any]:
     return {
         "id": aid, "name": label, "type": "SHELL", "actionFolder": "jobs", "command": ["python3", "synth.py"],
         "additionalInput": [{"value": label}, {"value": "0"}, {"value": "4"}],
+        "parentActions": [{"id": p} for p in parents], **extra,
     }  # fmt: skip
 
 
@@ -29,15 +32,22 @@ def action(aid: int, label: str) -> dict[str, Any]:
 async def cluster(request: pytest.FixtureRequest, tmp_path: Path, mongo_url: str, amqp_url: str):
     """The five services as processes on the emulator, with the emulator's proxy-user
     configuration from indirect parametrization, and users alice and bob."""
-    faults = {"notification_retry_delay": 0.2, **getattr(request, "param", {})}
+    param = dict(getattr(request, "param", {}))
+    output_roots = param.pop("output_roots", [])
+    faults = {"notification_retry_delay": 0.2, **param}
     emu = await start_emulator(tmp_path / "hdfs", faults=faults)
+    hdfs = WebHdfs(emu.namenode_url, "hdfs")  # the superuser, setting up as an operator does
+    for path, owner in (("/pingo", "pingo"), ("/user/alice", "alice"), ("/user/bob", "bob"), ("/projects/bio", "bob")):
+        await hdfs.mkdirs(path)
+        await hdfs._json("PUT", path, "SETOWNER", owner=owner, group="pingo-users")
+    await hdfs.close()
     actions = emu.root / "pingo" / "actions" / "jobs"
     actions.mkdir(parents=True)
     shutil.copy(JOBS / "synth.py", actions / "synth.py")
     settings = make_settings(
         tmp_path, mongo_url, amqp_url=amqp_url, executor="oozie", storage="webhdfs", oozie_url=emu.oozie_url,
-        webhdfs_url=emu.namenode_url, name_node=emu.hdfs_uri, hdfs_root="/pingo", action_roots=[], output_roots=[],
-        poll_interval=0.5, poll_max_interval=2.0,
+        webhdfs_url=emu.namenode_url, name_node=emu.hdfs_uri, hdfs_root="/pingo", action_roots=[],
+        output_roots=output_roots, poll_interval=0.5, poll_max_interval=2.0,
     )  # fmt: skip
     store = await connect(mongo_url, settings.mongo_db)
     tokens = {name: await users.add(store, name, False, time.time()) for name in ("alice", "bob")}
@@ -106,3 +116,62 @@ async def test_the_emulator_answers_a_refused_doas_as_oozie_does(tmp_path: Path)
                 assert r.headers["oozie-error-message"] == "User [pingo] not defined as proxyuser"
     finally:
         await emu.stop()
+
+
+async def file_status(emu: Any, path: str) -> dict[str, Any] | None:
+    hdfs = WebHdfs(emu.namenode_url, "pingo")
+    try:
+        return await hdfs.status(path)
+    finally:
+        await hdfs.close()
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    [{"proxy_users": {"pingo": ["*"]}, "hdfs_permissions": True, "output_roots": ["/user/{user}", "/projects"]}],
+    indirect=True,
+)
+async def test_an_owner_writes_only_where_hdfs_lets_them_and_pingo_still_manages_their_datasets(cluster) -> None:
+    """HDFS checks permissions (dfs.permissions.enabled): Pingo writes an unmanaged output as
+    its owner (doas), so a path inside the owner's Pingo roots but in someone else's HDFS
+    folder fails as it would on HDFS; managed datasets that owners' jobs wrote are sealed
+    and deleted by Pingo all the same."""
+    emu, apis = cluster
+
+    def report(out: str) -> dict[str, Any]:
+        return {"name": "report", "actions": [
+            action(1, "perm-src"), action(2, "perm-report", [1], outputPath=out, isManaged=False),
+        ]}  # fmt: skip
+
+    mine = await apis["alice"].run(report("/user/alice/report"))
+    assert mine["state"] == "SUCCEEDED", mine
+    src, _ = mine["actions"]
+    assert (await file_status(emu, "/user/alice/report"))["owner"] == "alice"
+    sealed = await file_status(emu, src["outputPath"])
+    assert (sealed["owner"], sealed["permission"]) == ("alice", "555"), sealed  # sealed by its owner, via doas
+
+    # /projects is one of alice's Pingo roots, but /projects/bio is bob's on HDFS.
+    denied = await apis["alice"].run(report("/projects/bio/report"), timeout=60)
+    src2, out2 = denied["actions"]
+    assert denied["state"] == "FAILED" and src2["state"] == "REUSED", denied
+    assert out2["reason"] == "submit_failed", out2
+    assert (
+        'Permission denied: user=alice, access=WRITE, inode="/projects/bio":bob:pingo-users:drwxr-xr-x'
+        in (out2["error"])
+    ), out2["error"]
+    assert "not retried" in out2["error"]  # a refusal is final at once
+    assert not (emu.root / "projects" / "bio" / "report").exists()
+    assert not (emu.root / "projects" / "bio" / ".pingo-attempts").exists()
+
+    his = await apis["bob"].run(report("/projects/bio/report"))
+    assert his["state"] == "SUCCEEDED" and his["actions"][0]["state"] == "REUSED", his
+    assert (await file_status(emu, "/projects/bio/report"))["owner"] == "bob"
+
+    # Pingo deletes alice's sealed dataset (as the decision service would): refused at
+    # first (HDFS wants every folder open), opened by its owner through doas, deleted.
+    storage = WebHdfsStorage(WebHdfs(emu.namenode_url, "pingo"), "/pingo/datasets")
+    try:
+        await storage.delete(src["outputPath"])
+    finally:
+        await storage.close()
+    assert await file_status(emu, src["outputPath"]) is None
