@@ -167,14 +167,18 @@ async def cmd_list(args: argparse.Namespace) -> int:
         fail("--limit must be at least 1")
     async with gateway(args) as client:
         found = await client.workflows(args.limit, state=args.state, name=args.name)
-        # The list leaves actions out; a workflow's outcome counts need them.
+        # The list leaves actions out: an ended workflow's outcome counts are recorded on it;
+        # only one still running is read whole.
         gate = asyncio.Semaphore(8)
 
         async def detailed(wf: dict[str, Any]) -> dict[str, Any]:
+            if wf.get("outcome"):
+                return wf
             async with gate:
                 return await client.workflow(wf["id"])
 
-        found = await asyncio.gather(*(detailed(wf) for wf in found))
+        if not args.json:  # --json prints the list's own items, as the API gives them
+            found = await asyncio.gather(*(detailed(wf) for wf in found))
     if args.json:
         print(json.dumps(found, indent=2))
     elif not found:

@@ -176,6 +176,14 @@ def outcomes(actions: Iterable[dict[str, Any]]) -> Counter[str]:
     return Counter(OUTCOME[a["state"]] for a in actions if a["state"] in OUTCOME)
 
 
+def workflow_outcomes(wf: dict[str, Any]) -> Counter[str]:
+    """A workflow's outcome counts: from its actions when it came with them, else from the
+    ``outcome`` an ended workflow records (so a list needs no request per workflow)."""
+    if "actions" in wf or not wf.get("outcome"):
+        return outcomes(wf.get("actions") or [])
+    return Counter({OUTCOME[state.upper()]: n for state, n in wf["outcome"].items() if state.upper() in OUTCOME})
+
+
 def planned_summary(actions: list[dict[str, Any]]) -> str:
     """What a submission's plan does: ``4 to compute, 1 reused, 3 skipped``."""
     following = sum(a.get("state") == "FOLLOWING" or a.get("reason") == "in_flight" for a in actions)
@@ -299,7 +307,8 @@ def render_status(wf: dict[str, Any]) -> RenderableType:
 
 
 def workflows_table(workflows: list[dict[str, Any]]) -> Table:
-    """``pingo list``: one row per workflow with its actions' outcomes (``actions`` needed)."""
+    """``pingo list``: one row per workflow with its actions' outcomes (its ``actions``, or
+    the ``outcome`` of an ended one)."""
     table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
     table.add_column("id", no_wrap=True)
     table.add_column("name", overflow="ellipsis", min_width=6)  # the column that narrows
@@ -309,7 +318,7 @@ def workflows_table(workflows: list[dict[str, Any]]) -> Table:
     table.add_column("submitted", no_wrap=True)
     table.add_column("took", justify="right", no_wrap=True)
     for wf in workflows:
-        counts = outcomes(wf.get("actions") or [])
+        counts = workflow_outcomes(wf)
         created, finished = wf.get("createdAt"), wf.get("finishedAt")
         took = duration(finished - created) if created and finished else "-"
         if created and not finished and wf["state"] not in TERMINAL:

@@ -46,6 +46,8 @@ class ActionManager:
         self.tasks: list[asyncio.Task] = []
         # The last scrape found more READY actions than the queue had room for.
         self.backlog = False
+        # When stale PROCESSING leases were last looked for (see claim).
+        self.stale_looked_at = 0.0
 
     async def start(self) -> None:
         self.tasks.append(asyncio.create_task(forever("action scraper", self.scrape, self.ticker)))
@@ -67,6 +69,20 @@ class ActionManager:
         await cancel_all(self.tasks)
 
     async def on_event(self, event: Event) -> None:
+        """An action turned READY: it is claimed at once, without the scrape's query (a
+        chain's hop pays one write here, not a read and a write). Whatever this misses (a
+        full queue, an event lost) the scrape takes."""
+        action_id = event.subject.action_id
+        if event.type == EventType.ACTION_READY and action_id and self.queue.qsize() < self.queue.maxsize:
+            try:
+                taken = await self.take(action_id, A.READY)
+            except Exception as exc:  # the store away: the scrape's timer retries
+                log.warning("claiming %s on its READY event failed: %s", action_id, exc)
+                taken = None
+            if taken is not None:
+                await self.queue.put(taken)
+                QUEUE_DEPTH.set(self.queue.qsize())
+                return
         self.ticker.poke()
 
     async def prune_jobs(self) -> bool:
@@ -101,21 +117,30 @@ class ActionManager:
         stale = time.time() - self.settings.stale_after
         store, fields = self.ctx.store, {"lease_at": 1, "state": 1}
         candidates = await acts.in_state(store, A.READY, fields=fields, sort="updated_at", limit=limit)
-        if len(candidates) < limit:
+        # A lease turns stale only after stale_after, so looking once per scrape interval is
+        # soon enough; a scrape an event woke (an action just turned READY: a chain's hop)
+        # does not pay that query (docs/architecture.md, "Query forms").
+        now = time.time()
+        if len(candidates) < limit and now - self.stale_looked_at >= self.settings.scrape_interval:
+            self.stale_looked_at = now
             candidates += await acts.in_state(
                 store, A.PROCESSING, {"lease_at": {"$lt": stale}}, fields, limit=limit - len(candidates)
             )
         out = []
         for c in candidates:
-            where = {} if c["state"] == A.READY else {"lease_at": c["lease_at"]}
-            res = await self.mover.action(
-                c["_id"], A.PROCESSING, by=self.owner, sources=[c["state"]], where=where,
-                set={"lease_owner": self.owner, "lease_at": time.time()},
-                note=None if c["state"] == A.READY else "stale lease taken over",
-            )  # fmt: skip
+            res = await self.take(c["_id"], c["state"], c.get("lease_at"))
             if res is not None:
                 out.append(res)
         return out
+
+    async def take(self, action_id: str, state: A, lease_at: float | None = None) -> ActionDoc | None:
+        """READY (or a stale PROCESSING lease) -> PROCESSING, ours: one guarded move."""
+        return await self.mover.action(
+            action_id, A.PROCESSING, by=self.owner, sources=[state],
+            where={} if state == A.READY else {"lease_at": lease_at},
+            set={"lease_owner": self.owner, "lease_at": time.time()},
+            note=None if state == A.READY else "stale lease taken over",
+        )  # fmt: skip
 
     async def submitter(self) -> None:
         while True:

@@ -49,6 +49,8 @@ class DatasetManager:
         self.sweep_ticker = Ticker(self.settings.orphan_sweep_interval)
         self.reconcile_ticker = Ticker(self.settings.reconcile_interval)
         self.tasks: list[asyncio.Task] = []
+        # When stale PROCESSING and DELETING leases were last looked for (see scrape).
+        self.stale_looked_at = 0.0
 
     async def start(self) -> None:
         self.tasks.append(asyncio.create_task(forever("dataset scraper", self.scrape, self.ticker)))
@@ -79,8 +81,14 @@ class DatasetManager:
         datasets = self.ctx.store.datasets
         found = [d async for d in datasets.find({"state": D.STORED_TO_DELETE, **UNCLAIMED}).limit(room)]
         # One equality on state per query: index-served on every store we run on ($in is not on nx-27017).
+        # A lease turns stale only after stale_after: looked for once per scrape interval, not
+        # on every finished action that wakes the scraper (docs/architecture.md, "Query forms").
+        now = time.time()
+        look = now - self.stale_looked_at >= self.settings.scrape_interval
+        if look:
+            self.stale_looked_at = now
         for state in (D.PROCESSING, D.DELETING):
-            if len(found) < room:
+            if look and len(found) < room:
                 found += [
                     d
                     async for d in datasets.find({"state": state, "lease_at": {"$lt": stale}}).limit(room - len(found))

@@ -60,6 +60,7 @@ class DecisionService:
         self.mover = ctx.mover(self.name)
         self.ticker = Ticker(self.settings.decision_interval)
         self.tasks: list[asyncio.Task] = []
+        self.counted_at = 0.0  # when the live actions were last counted for the gauge
 
     async def start(self) -> None:
         self.tasks.append(asyncio.create_task(forever("decision", self.run_once, self.ticker)))
@@ -100,8 +101,12 @@ class DecisionService:
         USED_BYTES.set(used)
         CAPACITY_BYTES.set(capacity)
         THRESHOLD_BYTES.set(self.settings.threshold * capacity)
-        for state, n in (await acts.live_counts(self.ctx.store, ACTIONS_CAP)).items():
-            ACTIONS.labels(state).set(n)
+        if time.time() - self.counted_at >= self.settings.decision_interval:
+            # A gauge is read at scrape intervals: counted on the timer's pace, not on
+            # every stored dataset that wakes this run (a query per live state, issue 10).
+            self.counted_at = time.time()
+            for state, n in (await acts.live_counts(self.ctx.store, ACTIONS_CAP)).items():
+                ACTIONS.labels(state).set(n)
         to_free = bytes_to_free(used, capacity, self.settings.threshold, self.settings.target)
         if not to_free:
             DECISION_RUNS.labels("under_threshold").inc()

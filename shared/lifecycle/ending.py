@@ -248,6 +248,16 @@ class Outcomes:
         for child_id in action.get("children", []):
             if skip and child_id in skip:
                 continue
+            # The common case, a child waiting on this parent alone (a chain, a fan-out): one
+            # guarded move strikes the parent off and readies the child, where striking off
+            # and readying are two writes otherwise (a hop's round trips, issue 10).
+            alone = await self.mover.action(
+                child_id, A.READY, by=self.by, sources=[A.WAITING],
+                # "Exactly [parent]" in a form nx-27017 also answers (an array literal it refuses).
+                where={"pending_parents": {"$all": [action["_id"]], "$size": 1}}, set={"pending_parents": []},
+            )  # fmt: skip
+            if alone is not None:
+                continue
             child = await acts.parent_finished(self.store, child_id, action["_id"])
             if child is None or child["state"] != A.WAITING:
                 continue
