@@ -8,6 +8,11 @@ outside the HDFS namespace, the way a YARN launcher container would:
   and shipped ``.jar`` files;
 - shell: ``<exec> <argument>...`` (``./<exec>`` if a shipped file has that name, else
   from PATH), with the ``env-var`` entries added;
+- map-reduce with ``<streaming>``: the streaming engine (:mod:`.streaming`) on the inputs and
+  output of the job properties (``mapred.input.dir``, ``mapred.output.dir``), tasks in the
+  working directory; a Java MapReduce job (no ``<streaming>``) by Hadoop's LocalJobRunner
+  (:mod:`.mapreduce`, with pyspark's Hadoop jars), its classes from the java action's jars;
+- spark: ``spark-submit`` in local mode on the namespace (:meth:`ActionRunner._spark_argv`);
 - environment: the emulator's, plus ``PINGO_EMULATOR_HDFS_ROOT``, ``OOZIE_JOB_ID`` and
   ``OOZIE_ACTION_CONF_XML`` (the action configuration written as ``action.xml``);
 - stdout and stderr go to files ``stdout`` and ``stderr`` in the working directory.
@@ -20,19 +25,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import re
 import shutil
 import signal
 import stat
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from hadoop_emulator import mapreduce
 from hadoop_emulator.hadoop_conf import to_xml
 from hadoop_emulator.hdfs import HdfsError, Namespace
 from hadoop_emulator.permissions import ALL, WRITE, Checker
+from hadoop_emulator.streaming import split_args
 from hadoop_emulator.workflow_xml import ActionSpec
 
 KILL_GRACE = 5.0
@@ -50,6 +60,37 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.exit_code == 0 and self.error_code is None
+
+
+_SPARK_OPTION = re.compile(r"\s*--[a-zA-Z0-9.]+[\-a-zA-Z0-9.]*=?")
+
+
+def split_spark_opts(opts: str) -> list[str]:
+    """``<spark-opts>`` as Oozie's SparkMain splits it: at each ``--option`` (an ``=`` right
+    after it is dropped); the text between two options is one value, kept whole (spaces
+    included), unquoted when entirely in double quotes. Text before the first option is dropped."""
+    out: list[str] = []
+    start = 0
+    for m in _SPARK_OPTION.finditer(opts):
+        if start > 0 and (value := opts[start : m.start()].strip()):
+            out.append(_unquote(value))
+        out.append(m.group(0).strip().replace("=", ""))
+        start = m.end()
+    if value := opts[start:].strip():
+        out.append(_unquote(value))
+    return out
+
+
+def _unquote(value: str) -> str:
+    at_ends = re.fullmatch(r'([a-zA-Z0-9.]+=)?".+"', value, re.S)
+    in_between = re.fullmatch(r'([a-zA-Z0-9.]+=)?".*".*"', value, re.S)
+    return value.replace('"', "") if at_ends and not in_between else value
+
+
+def _spark_bins(env: dict[str, str]) -> list[str]:
+    """Where spark-submit is looked for: $SPARK_HOME/bin, beside this Python (pyspark's), PATH."""
+    bins = [os.path.join(env["SPARK_HOME"], "bin")] if env.get("SPARK_HOME") else []
+    return [*bins, os.path.dirname(sys.executable), *env.get("PATH", os.defpath).split(os.pathsep)]
 
 
 def hdfs_ref(path: str, app_dir: str) -> str:
@@ -106,10 +147,31 @@ class ActionRunner:
 
     def _claim(self, user: str, since: float) -> None:
         """What the job wrote is its user's: the process writes to disk, not through the
-        NameNode, so the paths among its arguments are given their owner afterwards."""
-        for arg in self.spec.args:
+        NameNode, so the paths among its arguments (a MapReduce job's output) are given
+        their owner afterwards."""
+        paths = [*self.spec.args, *([self._mr_output()] if self.spec.type == "map-reduce" else [])]
+        for arg in paths:
             if arg.startswith("/") or arg.startswith("hdfs://"):
                 self.ns.claim(arg, user, since)
+
+    def _conf(self, *names: str) -> str:
+        return next((self.spec.configuration[n] for n in names if self.spec.configuration.get(n)), "")
+
+    def _mr_inputs(self) -> list[str]:
+        raw = self._conf("mapreduce.input.fileinputformat.inputdir", "mapred.input.dir")
+        return [p.strip() for p in raw.split(",") if p.strip()]
+
+    def _mr_output(self) -> str:
+        return self._conf("mapreduce.output.fileoutputformat.outputdir", "mapred.output.dir")
+
+    def _check_output(self, user: str) -> None:
+        """A MapReduce job's output folder is made through the NameNode (FileOutputFormat):
+        as its user, and refused where that user may not write."""
+        if self.checker is None or self.spec.type != "map-reduce" or not self._mr_output():
+            return
+        caller = self.checker.caller(user)
+        if caller is not None:
+            self.checker.check(caller, self.ns.normalize(self._mr_output()), ancestor=WRITE)
 
     def _localize(self) -> list[Path]:
         """Copy files and unpack archives into the working directory; the shipped jars."""
@@ -157,15 +219,78 @@ class ActionRunner:
         env["OOZIE_JOB_ID"] = self.job_id
         env["OOZIE_ACTION_CONF_XML"] = str(self.workdir / "action.xml")
         env["PWD"] = str(self.workdir)
-        if self.spec.type == "shell":
-            for entry in self.spec.env_vars:
-                key, _, value = entry.partition("=")
-                if key:
-                    env[key] = value
+        entries = {"shell": self.spec.env_vars, "map-reduce": self.spec.stream_env}.get(self.spec.type, [])
+        for entry in entries:
+            key, _, value = entry.partition("=")
+            if key:
+                env[key] = value
         return env
+
+    def _namespace_fs(self) -> dict[str, str]:
+        """Hadoop file system settings under which ``/a/b`` and ``hdfs://…/a/b`` are the
+        namespace's ``<root>/a/b``: a view file system whose every path falls back to the root."""
+        return {
+            "fs.defaultFS": "viewfs://emulator/",
+            "fs.viewfs.mounttable.emulator.linkFallback": self.ns.root.as_uri(),
+            "fs.hdfs.impl": "org.apache.hadoop.fs.viewfs.ViewFileSystem",
+        }
+
+    def _java_map_reduce_argv(self, env: dict[str, str], shipped: list[Path]) -> list[str]:
+        """A map-reduce action without ``<streaming>``: Hadoop's LocalJobRunner runs its
+        classes (:mod:`hadoop_emulator.mapreduce`), the jars of the app's lib folder, of
+        ``oozie.libpath`` and shipped ones on its class path, its paths in the namespace."""
+        submit = shutil.which("spark-submit", path=os.pathsep.join(_spark_bins(env)))
+        if submit is None:
+            raise OSError(
+                "no Java MapReduce runtime: the emulator runs Java map-reduce actions with the Hadoop jars of "
+                "pyspark (pip install 'pingo[spark]')"
+            )
+        conf = {**self.spec.configuration, **self._namespace_fs()}
+        return mapreduce.argv(submit, self._classpath(shipped), conf)
+
+    def _streaming_argv(self) -> list[str]:
+        """A map-reduce action with ``<streaming>``, run by the emulator's streaming engine
+        (:mod:`hadoop_emulator.streaming`) on the namespace's files."""
+        spec = self.spec
+        assert spec.mapper is not None
+        argv = [sys.executable, "-m", "hadoop_emulator.streaming", "--mapper", json.dumps(split_args(spec.mapper))]
+        if spec.reducer:
+            argv += ["--reducer", json.dumps(split_args(spec.reducer))]
+        for path in self._mr_inputs():
+            argv += ["--input", str(self.ns.local(path))]
+        argv += ["--output", str(self.ns.local(self._mr_output())), "--workdir", str(self.workdir)]
+        for k, v in spec.configuration.items():
+            argv += ["--conf", f"{k}={v}"]
+        return argv
+
+    def _spark_argv(self, env: dict[str, str]) -> list[str]:
+        """A spark action, by ``spark-submit`` in local mode (the emulator has no YARN: a
+        ``yarn`` master runs as ``local[2]``). The Hadoop file system Spark sees is the
+        namespace: ``/a/b`` and ``hdfs://.../a/b`` are ``<root>/a/b`` (a view file system
+        whose every path falls back to the root folder)."""
+        spec = self.spec
+        submit = shutil.which("spark-submit", path=os.pathsep.join(_spark_bins(env)))
+        if submit is None:
+            raise OSError('Cannot run program "spark-submit": error=2, No such file or directory')
+        master = spec.master or "local[2]"
+        if master.startswith("yarn"):
+            master = "local[2]"
+        argv = [submit, "--master", master, "--deploy-mode", "client", "--name", spec.app_name or "Spark"]
+        for k, v in self._namespace_fs().items():
+            argv += ["--conf", f"spark.hadoop.{k}={v}"]
+        if spec.app_class:
+            argv += ["--class", spec.app_class]
+        argv += split_spark_opts(spec.spark_opts or "")
+        return [*argv, str(self.ns.local(spec.jar or "")), *spec.args]
 
     def _argv(self, env: dict[str, str], shipped: list[Path]) -> list[str]:
         spec = self.spec
+        if spec.type == "map-reduce" and not self._mr_output():
+            raise OSError("Output directory not set in JobConf.")
+        if spec.type == "map-reduce":
+            return self._streaming_argv() if spec.mapper else self._java_map_reduce_argv(env, shipped)
+        if spec.type == "spark":
+            return self._spark_argv(env)
         if spec.type == "java":
             java_home = env.get("JAVA_HOME")
             java = os.path.join(java_home, "bin", "java") if java_home else None
@@ -207,6 +332,7 @@ class ActionRunner:
         self.workdir.mkdir(parents=True)
         try:
             self._prepare(self.action_conf.get("user.name", "dr.who"))
+            self._check_output(self.action_conf.get("user.name", "dr.who"))
         except HdfsError as exc:
             return Outcome(error_code="JA009", error_message=exc.message)
         try:

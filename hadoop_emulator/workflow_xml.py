@@ -1,5 +1,6 @@
-"""Parse and validate a workflow application (``uri:oozie:workflow:0.x``) with ``java``
-and ``shell`` (``uri:oozie:shell-action:0.x``) actions, ``kill`` and ``end`` nodes.
+"""Parse and validate a workflow application (``uri:oozie:workflow:0.x``) with ``java``,
+``map-reduce``, ``shell`` (``uri:oozie:shell-action:0.x``) and ``spark``
+(``uri:oozie:spark-action:0.x``) actions, ``kill`` and ``end`` nodes.
 
 Validation follows the element order of Oozie's XML schemas (docs/hadoop-protocol.md, "The
 workflow application") and reports violations the
@@ -19,9 +20,16 @@ from dataclasses import dataclass, field
 
 WF_NS = re.compile(r"uri:oozie:workflow:(0\.[1-5](\.5)?|1\.0)")
 SHELL_NS = re.compile(r"uri:oozie:shell-action:(0\.[1-3]|1\.0)")
+SPARK_NS = re.compile(r"uri:oozie:spark-action:(0\.[12]|1\.0)")
 SLA_NS = re.compile(r"uri:oozie:sla:.*")
 IDENTIFIER = re.compile(r"[a-zA-Z_][\-_a-zA-Z0-9]*")
 SHELL_MAIN = "org.apache.oozie.action.hadoop.ShellMain"
+# The launcher's main class of each action type: what Oozie names when the action fails.
+LAUNCHER_MAIN = {
+    "shell": SHELL_MAIN,
+    "map-reduce": "org.apache.oozie.action.hadoop.StreamingMain",
+    "spark": "org.apache.oozie.action.hadoop.SparkMain",
+}
 # Properties an action <configuration> must not set (Oozie fails the action: JA010).
 DISALLOWED_PROPERTIES = ("user.name", "mapreduce.job.user.name", "fs.default.name", "yarn.resourcemanager.address")
 
@@ -54,6 +62,38 @@ _SHELL: list[Group] = [
     (frozenset({"argument"}), 0, None),
     (frozenset({"env-var"}), 0, None),
     *_TAIL,
+]
+# <map-reduce> is of the workflow namespace; <streaming> or <pipes> after <prepare>.
+_MAP_REDUCE: list[Group] = [
+    (frozenset({"job-tracker", "resource-manager"}), 0, 1),
+    (frozenset({"name-node"}), 0, 1),
+    (frozenset({"prepare"}), 0, 1),
+    (frozenset({"launcher"}), 0, 1),
+    (frozenset({"streaming", "pipes"}), 0, 1),
+    (frozenset({"job-xml"}), 0, None),
+    (frozenset({"configuration"}), 0, 1),
+    (frozenset({"config-class"}), 0, 1),
+    (frozenset({"file"}), 0, None),
+    (frozenset({"archive"}), 0, None),
+]
+_STREAMING: list[Group] = [
+    (frozenset({"mapper"}), 0, 1),
+    (frozenset({"reducer"}), 0, 1),
+    (frozenset({"record-reader"}), 0, 1),
+    (frozenset({"record-reader-mapping"}), 0, None),
+    (frozenset({"env"}), 0, None),
+]
+_SPARK: list[Group] = [
+    *_HEAD,
+    (frozenset({"master"}), 1, 1),
+    (frozenset({"mode"}), 0, 1),
+    (frozenset({"name"}), 1, 1),
+    (frozenset({"class"}), 0, 1),
+    (frozenset({"jar"}), 1, 1),
+    (frozenset({"spark-opts"}), 0, 1),
+    (frozenset({"arg"}), 0, None),
+    (frozenset({"file"}), 0, None),
+    (frozenset({"archive"}), 0, None),
 ]
 _APP: list[Group] = [
     (frozenset({"parameters"}), 0, 1),
@@ -88,8 +128,8 @@ def schema_error(detail: str) -> WorkflowError:
 @dataclass
 class ActionDef:
     name: str
-    type: str  # "java" | "shell"
-    element: ET.Element  # the <java>/<shell> element, ${...} unresolved
+    type: str  # "java" | "shell" | "map-reduce" | "spark"
+    element: ET.Element  # the action's element, ${...} unresolved
     namespace: str
     ok_to: str
     error_to: str
@@ -151,10 +191,23 @@ class ActionSpec:
     exec: str | None = None
     env_vars: list[str] = field(default_factory=list)
     prepare: list[tuple[str, str]] = field(default_factory=list)  # ("delete" | "mkdir", path)
+    # map-reduce: the <streaming> commands as written (one line each) and <env> entries;
+    # no mapper: a Java MapReduce job (its classes are properties).
+    mapper: str | None = None
+    reducer: str | None = None
+    stream_env: list[str] = field(default_factory=list)
+    # spark
+    master: str | None = None
+    mode: str | None = None
+    app_name: str | None = None
+    app_class: str | None = None
+    jar: str | None = None
+    spark_opts: str | None = None
 
     def command(self) -> str:
-        """What fault regexes are matched against: main class (or exec) and arguments."""
-        return " ".join([self.exec if self.type == "shell" else self.main_class, *self.args])
+        """What fault regexes are matched against: main class (or exec, mapper, jar) and arguments."""
+        head = {"shell": self.exec, "map-reduce": self.mapper, "spark": self.jar}.get(self.type, self.main_class)
+        return " ".join([head or self.main_class, *self.args])
 
 
 # -- parsing --------------------------------------------------------------------------
@@ -352,6 +405,15 @@ def _node(elem: ET.Element, ns: str, tag: str) -> Node:
     elif btag == "shell" and SHELL_NS.fullmatch(bns):
         _check_sequence(body, bns, _SHELL)
         kind = "shell"
+    elif bns == ns and btag == "map-reduce":
+        _check_sequence(body, ns, _MAP_REDUCE)
+        for child in body:
+            if isinstance(child.tag, str) and _split(child.tag)[1] == "streaming":
+                _check_sequence(child, ns, _STREAMING)
+        kind = "map-reduce"
+    elif btag == "spark" and SPARK_NS.fullmatch(bns):
+        _check_sequence(body, bns, _SPARK)
+        kind = "spark"
     else:
         raise WorkflowError("E0723", f"Unsupported action type, node [{name}] type [{btag}]")
     try:
@@ -456,7 +518,7 @@ def resolve_action(
         job_tracker="",
         name_node="",
         configuration={},
-        main_class=SHELL_MAIN if adef.type == "shell" else "",
+        main_class=LAUNCHER_MAIN.get(adef.type, ""),
         java_opts=[],
         args=[],
         files=[],
@@ -479,6 +541,29 @@ def resolve_action(
             inline.update(parse_configuration_element(child))
         elif tag == "main-class":
             spec.main_class = value
+        elif tag == "class":
+            spec.app_class = value
+        elif tag == "streaming":
+            for part in child:
+                if not isinstance(part.tag, str):
+                    continue
+                ptag, ptext = _split(part.tag)[1], _text(part)
+                if ptag == "mapper":
+                    spec.mapper = ptext
+                elif ptag == "reducer":
+                    spec.reducer = ptext
+                elif ptag == "env":
+                    spec.stream_env.append(ptext)
+        elif tag == "master":
+            spec.master = value
+        elif tag == "mode":
+            spec.mode = value
+        elif tag == "name":
+            spec.app_name = value
+        elif tag == "jar":
+            spec.jar = value
+        elif tag == "spark-opts":
+            spec.spark_opts = value
         elif tag == "java-opts":
             spec.java_opts.extend(value.split())
         elif tag == "java-opt":
@@ -504,6 +589,8 @@ def resolve_action(
             conf.update(read_conf(path))
     conf.update(inline)
     spec.configuration = conf
+    if adef.type == "map-reduce" and not spec.mapper:
+        spec.main_class = "org.apache.oozie.action.hadoop.MapReduceMain"
     spec.job_tracker = job_tracker or ""
     spec.name_node = name_node or ""
     return spec

@@ -131,6 +131,9 @@ class Settings(BaseSettings):
         default_factory=list, description="Where actionFolder may point; default the working directory."
     )
     local_slots: int = Field(4, description="Local executor: actions running at once on this machine.")
+    spark_master: str | None = Field(
+        None, description="SPARK actions' --master; default local[2] (local executor), yarn (Oozie)."
+    )
 
     scrape_interval: float = Field(5.0, description="Fallback timer of the scrapers, seconds.")
     stale_after: float = Field(60.0, description="PROCESSING older than this is taken again, seconds.")

@@ -42,6 +42,7 @@ class ActionType(StrEnum):
     COMMAND_LINE = "COMMAND_LINE"
     SHELL = "SHELL"
     MAP_REDUCE = "MAP_REDUCE"
+    SPARK = "SPARK"
 
 
 # List fields of these types are sets for equivalence (thesis Fig. 3.3).
@@ -49,8 +50,17 @@ ORDER_INSENSITIVE = frozenset({ActionType.MAP_REDUCE})
 REQUIRED_FIELDS: dict[ActionType, tuple[str, ...]] = {
     ActionType.COMMAND_LINE: ("actionFolder", "mainClassName"),
     ActionType.SHELL: ("command",),
-    ActionType.MAP_REDUCE: ("actionFolder", "configurationParameters"),
+    ActionType.MAP_REDUCE: ("mapper",),
+    ActionType.SPARK: ("actionFolder", "application"),
 }
+# The fields only some types have (docs/planning.md, "The workflow definition"): in the
+# definition, hence the lineage hash, of those types alone, so that adding them changed
+# no hash of the others.
+TYPE_FIELDS: dict[ActionType, tuple[str, ...]] = {
+    ActionType.MAP_REDUCE: ("mapper", "reducer", "inputFormat", "outputFormat"),
+    ActionType.SPARK: ("application", "sparkOpts"),
+}
+ALL_TYPE_FIELDS = frozenset(f for fields in TYPE_FIELDS.values() for f in fields)
 
 
 class Param(BaseModel):
@@ -87,7 +97,20 @@ class Violation(BaseModel):
     field: str | None = None
 
 
-class ActionSpec(BaseModel):
+class TypeFields(BaseModel):
+    """The fields of one action type only (``TYPE_FIELDS``), as submitted and as parsed."""
+
+    # MAP_REDUCE: a streaming command (an argv) or a Java class, for each side.
+    mapper: list[str] | str | None = None
+    reducer: list[str] | str | None = None
+    inputFormat: str | None = None
+    outputFormat: str | None = None
+    # SPARK: the application file inside actionFolder, and spark-submit options (an argv).
+    application: str | None = None
+    sparkOpts: list[str] | None = None
+
+
+class ActionSpec(TypeFields):
     id: ActionId
     name: str
     type: ActionType
@@ -111,7 +134,7 @@ class ActionSpec(BaseModel):
         if self.type in ORDER_INSENSITIVE:
             params.sort(key=lambda p: (p["key"] or "", p["value"]))
             conf.sort(key=lambda p: (p["key"] or "", p["value"]))
-        return {
+        out = {
             "type": self.type.value,
             "name": self.name,
             "actionFolder": self.actionFolder,
@@ -120,6 +143,9 @@ class ActionSpec(BaseModel):
             "additionalInput": params,
             "configurationParameters": conf,
         }
+        for field in TYPE_FIELDS.get(self.type, ()):
+            out[field] = getattr(self, field)
+        return out
 
 
 class WorkflowSpec(BaseModel):
@@ -164,7 +190,7 @@ class _RawParent(BaseModel):
     actionId: StrictInt | str | None = None
 
 
-class _RawAction(BaseModel):
+class _RawAction(TypeFields):
     """One action as submitted, in either format. A field it does not know is a violation."""
 
     model_config = ConfigDict(extra="forbid")
@@ -520,6 +546,63 @@ def _configuration_problems(conf: list[_RawParam] | dict[str, Any], atype: Actio
     return out
 
 
+_JAVA_CLASS = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(\.[A-Za-z_$][A-Za-z0-9_$]*)*")
+# spark-submit options Pingo sets itself (docs/planning.md, "SPARK actions").
+SPARK_OWN_OPTIONS = ("--master", "--deploy-mode", "--name", "--class")
+
+
+def is_streaming(side: list[str] | str | None) -> bool:
+    """A MAP_REDUCE mapper or reducer given as a command (Hadoop streaming), not a Java class."""
+    return isinstance(side, list)
+
+
+def _type_problems(r: _RawAction, atype: ActionType) -> list[tuple[str, str]]:
+    """(field, message) for each type field that cannot be run as given."""
+    out: list[tuple[str, str]] = []
+    if atype == ActionType.MAP_REDUCE:
+        for field in ("mapper", "reducer"):
+            side = getattr(r, field)
+            # An empty mapper is reported as missing (it is required).
+            if isinstance(side, list) and ((not side and field == "reducer") or any(not c for c in side)):
+                out.append((field, f"{field} must be a non-empty list of non-empty strings (a streaming command, "
+                                   "an argv: never a shell line) or a Java class name"))  # fmt: skip
+            elif isinstance(side, str) and not _JAVA_CLASS.fullmatch(side):
+                out.append((field, f"{field} {_json_text(side)} is not a Java class name; a streaming command is a "
+                                   'list of strings, e.g. ["python3", "mapper.py"]'))  # fmt: skip
+        shaped = not out  # a side already reported is not compared with the other
+        if (
+            shaped
+            and r.mapper is not None
+            and r.reducer is not None
+            and is_streaming(r.mapper) != is_streaming(r.reducer)
+        ):
+            out.append(("reducer", "mapper and reducer must both be streaming commands (lists) or both Java classes"))
+        java = [f for f in ("mapper", "reducer") if isinstance(getattr(r, f), str)]
+        if java and not r.actionFolder:
+            out.append(("actionFolder", f"a Java {java[0]} needs actionFolder: the folder holding its jar"))
+        for field in ("inputFormat", "outputFormat"):
+            value = getattr(r, field)
+            if value is not None and not _JAVA_CLASS.fullmatch(value):
+                out.append((field, f"{field} must be a Java class name"))
+    elif atype == ActionType.SPARK and r.application:
+        app = PurePosixPath(r.application)
+        if app.is_absolute() or not _is_clean_path(r.application):
+            out.append(("application", "application must be a file inside actionFolder (a relative path, no '..')"))
+        elif app.suffix not in (".py", ".jar"):
+            out.append(("application", "application must be a .py (PySpark) or .jar file"))
+        elif app.suffix == ".jar" and not r.mainClassName:
+            out.append(("mainClassName", "mainClassName is required for a jar application"))
+        elif app.suffix == ".py" and r.mainClassName:
+            out.append(("mainClassName", "mainClassName is only for jar applications"))
+    if atype == ActionType.SPARK and r.sparkOpts is not None:
+        if any(not o for o in r.sparkOpts):
+            out.append(("sparkOpts", "sparkOpts must be a list of non-empty strings (spark-submit options, an argv)"))
+        for opt in r.sparkOpts:
+            if opt.split("=", 1)[0] in SPARK_OWN_OPTIONS:
+                out.append(("sparkOpts", f"{opt.split('=', 1)[0]} is set by Pingo, not in sparkOpts"))
+    return out
+
+
 def _parse_action(
     i: int, raw: Any, violations: list[Violation], defaults: ExecutionDefaults | None = None
 ) -> ActionSpec | None:
@@ -568,6 +651,12 @@ def _parse_action(
                 bad(field, f"{field} is required for {atype.value} actions")
         if r.command is not None and any(not isinstance(c, str) or not c for c in r.command):
             bad("command", "command must be a list of non-empty strings (an argv, never a shell line)")
+        for field in sorted(ALL_TYPE_FIELDS - set(TYPE_FIELDS.get(atype, ()))):
+            if getattr(r, field) is not None:
+                owners = " and ".join(t.value for t, fields in TYPE_FIELDS.items() if field in fields)
+                bad(field, f"{field} is a field of {owners} actions, not of {atype.value}")
+        for field, message in _type_problems(r, atype):
+            bad(field, message)
     managed = r.isManaged if r.isManaged is not None else r.outputPath is None
     if not managed and not r.outputPath:
         bad("outputPath", "an unmanaged action (isManaged: false) needs an outputPath")
@@ -591,6 +680,7 @@ def _parse_action(
         parents=sorted(dict.fromkeys(parents), key=id_order),
         actionFolder=r.actionFolder,
         mainClassName=r.mainClassName,
+        **{field: getattr(r, field) for field in TypeFields.model_fields},
         command=r.command,
         additionalInput=_params(r.additionalInput),
         configurationParameters=_params(r.configurationParameters),

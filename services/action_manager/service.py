@@ -253,6 +253,12 @@ class ActionManager:
                         },
                         notify_url=self.notify_url(res),
                         owner=res.get("owner"),
+                        mapper=definition.get("mapper"),
+                        reducer=definition.get("reducer"),
+                        input_format=definition.get("inputFormat"),
+                        output_format=definition.get("outputFormat"),
+                        application=definition.get("application"),
+                        spark_opts=definition.get("sparkOpts") or [],
                     )
                 )
         except Exception as exc:

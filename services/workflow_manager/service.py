@@ -145,7 +145,7 @@ class WorkflowManager:
         parsed: list = []
         spec, violations = parse_workflow(body, parsed)
         owner = auth.identity(request).name
-        paths, local = await resolve_paths(parsed, self.settings, self.ctx.storage, self.ctx.executor.supports, owner)
+        paths, local = await resolve_paths(parsed, self.settings, self.ctx.storage, self.ctx.executor, owner)
         violations = [*violations, *local]
         prints: dict = {}
         if not violations:

@@ -18,6 +18,7 @@ from typing import Any
 
 from shared import logs
 from shared.config import Settings
+from shared.executors.base import Executor
 from shared.hashing import workflow_hashes
 from shared.lifecycle.lost import check_whole
 from shared.lifecycle.moves import outcome
@@ -46,7 +47,7 @@ async def resolve_paths(
     actions: list[tuple[int, ActionSpec]],
     settings: Settings,
     storage: Storage,
-    supported: frozenset,
+    executor: Executor,
     owner: str | None = None,
 ) -> tuple[dict, list[Violation]]:
     """Where each action's folder and unmanaged output are in the storage's namespace
@@ -63,8 +64,11 @@ async def resolve_paths(
             violations.append(Violation(loc=f"actions[{i}].{field}", actionId=a.id, field=field, message=message))
 
         paths: dict[str, str] = {}
-        if a.type not in supported:
-            bad("type", f"{a.type.value} actions are not supported by this executor")
+        if a.type not in executor.supports:
+            bad("type", f"{a.type.value} actions are not supported by the {executor.name} executor")
+        else:
+            for field, why in executor.refusals(a):
+                bad(field, why)
         if a.actionFolder:
             if a.actionFolder not in checked:  # thousands of actions usually share a few folders
                 folder, problem = storage.normalize(action_roots[0], a.actionFolder), None

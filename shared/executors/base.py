@@ -10,7 +10,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
-from shared.workflow_spec import ActionType
+from shared.workflow_spec import ActionSpec, ActionType
 
 
 class JobState(StrEnum):
@@ -40,6 +40,14 @@ class JobRequest(BaseModel):
     arguments: list[str]
     configuration: dict[str, str]
     notify_url: str
+    # MAP_REDUCE: a streaming command (argv) or a Java class per side, and the formats;
+    # SPARK: the application file (inside action_folder) and spark-submit options.
+    mapper: list[str] | str | None = None
+    reducer: list[str] | str | None = None
+    input_format: str | None = None
+    output_format: str | None = None
+    application: str | None = None
+    spark_opts: list[str] = []
     # The user the job runs for (docs/users.md, "On Hadoop"): Oozie's doAs. None: users off,
     # the job runs as Pingo's own identity. The local executor runs every job as Pingo's OS user.
     owner: str | None = None
@@ -58,6 +66,11 @@ class LogsGone(Exception):
 class Executor(Protocol):
     name: str
     supports: frozenset[ActionType]
+
+    def refusals(self, action: ActionSpec) -> list[tuple[str, str]]:
+        """(field, why) for each part of a supported action this executor cannot run:
+        checked at submission, so that the workflow is refused whole, before anything runs."""
+        ...
 
     async def submit(self, job: JobRequest) -> str:
         """Start the job and return its id. Submitting an external id again returns the same job."""

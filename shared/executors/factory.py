@@ -13,8 +13,8 @@ def make_executor(settings: Settings) -> Executor:
         return OozieExecutor(
             Oozie(settings.oozie_url, settings.hdfs_user), WebHdfs(settings.webhdfs_url, settings.hdfs_user),
             settings.name_node, settings.job_tracker, settings.queue_name,
-            posixpath.join(settings.hdfs_root, "oozie-apps"),
+            posixpath.join(settings.hdfs_root, "oozie-apps"), settings.spark_master,
         )  # fmt: skip
     from shared.executors.local import LocalExecutor
 
-    return LocalExecutor(settings.jobs_dir, slots=settings.local_slots)
+    return LocalExecutor(settings.jobs_dir, slots=settings.local_slots, spark_master=settings.spark_master)

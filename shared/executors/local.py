@@ -15,6 +15,7 @@ README "What the local executor does not isolate" for what a job can still reach
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ from shared.executors import local_runner
 from shared.executors.base import FOLLOW_INTERVAL, LOG_CHUNK, JobRequest, JobState, JobStatus, LogsGone, LogStream
 from shared.executors.log_tail import LineTail
 from shared.storage.names import path_name
-from shared.workflow_spec import ActionType
+from shared.workflow_spec import ActionSpec, ActionType, is_streaming
 
 log = logging.getLogger(__name__)
 # The supervisor is started as ``python -m shared.executors.local_job`` from here.
@@ -80,6 +81,8 @@ def job_environment(configuration: dict[str, str], action_id: str, shell: bool) 
     env["PINGO_ACTION_ID"] = action_id
     if shell:
         env.update(configuration)
+    # A PySpark application's driver and workers run on this Python (it has pyspark).
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
     return env
 
 
@@ -91,13 +94,90 @@ def _without_settings() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in own}
 
 
+# spark-submit's own log lines, kept out of a job's stderr where its own are read.
+SPARK_QUIET = ("--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN")
+TEXT_FORMATS = ("org.apache.hadoop.mapred.TextInputFormat", "org.apache.hadoop.mapred.TextOutputFormat")
+
+
+def map_reduce_argv(job: JobRequest) -> list[str]:
+    """A MAP_REDUCE job, run by a program of the emulator's (docs/planning.md, "Fields of one
+    type"): a streaming job by its streaming engine, with Hadoop streaming's semantics; a
+    Java job by Hadoop's own LocalJobRunner (the Hadoop jars Spark bundles), its classes from
+    the action folder's jars. Every argument but the last is an input (additionalInput
+    values, then the parents' outputs); the last is the output."""
+    *inputs, output = job.arguments
+    if not is_streaming(job.mapper):
+        conf = {
+            "mapred.mapper.class": str(job.mapper),
+            **({"mapred.reducer.class": str(job.reducer)} if job.reducer else {}),
+            **({"mapred.input.format.class": job.input_format} if job.input_format else {}),
+            **({"mapred.output.format.class": job.output_format} if job.output_format else {}),
+            "mapred.input.dir": ",".join(inputs),
+            "mapred.output.dir": output,
+            **job.configuration,
+        }
+        argv = [spark_submit() or "spark-submit", "--master", "local[1]", *SPARK_QUIET]
+        if job.action_folder:
+            argv += ["--driver-class-path", f"{job.action_folder}/*"]
+        return [
+            *argv,
+            _program("hadoop_emulator.mapreduce"),
+            *(a for k, v in conf.items() for a in ("--conf", f"{k}={v}")),
+        ]
+    argv = [sys.executable, "-m", "hadoop_emulator.streaming", "--mapper", json.dumps(job.mapper)]
+    if job.reducer is not None:
+        argv += ["--reducer", json.dumps(job.reducer)]
+    for path in inputs:
+        argv += ["--input", path]
+    argv += ["--output", output]
+    for k, v in job.configuration.items():
+        argv += ["--conf", f"{k}={v}"]
+    if job.action_folder:
+        argv += ["--files", job.action_folder]
+    return argv
+
+
+def _program(module: str) -> str:
+    """The file of a program Pingo runs (never imports)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(f"{module} is not installed")
+    return spec.origin
+
+
+def _spark_missing() -> str | None:
+    """What this machine lacks to run Spark (and so Java MapReduce), if anything."""
+    if spark_submit() is None:
+        return "Spark on this machine: pip install 'pingo[spark]'"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "Java 17 or newer on this machine (java not found)"
+    return None
+
+
+def spark_submit() -> str | None:
+    """The spark-submit of this Python's pyspark (the ``spark`` extra), else one on PATH."""
+    beside = Path(sys.executable).parent / "spark-submit"
+    return str(beside) if beside.is_file() else shutil.which("spark-submit")
+
+
+def spark_argv(job: JobRequest, master: str) -> list[str]:
+    """``spark-submit`` in local mode, with the argument contract after the application."""
+    argv = [spark_submit() or "spark-submit", "--master", master, "--name", job.name]
+    for k, v in job.configuration.items():
+        argv += ["--conf", f"{k}={v}"]
+    if job.main_class:
+        argv += ["--class", job.main_class]
+    return [*argv, *job.spark_opts, f"{job.action_folder}/{job.application}", *job.arguments]
+
+
 class LocalExecutor:
     name = "local"
-    supports = frozenset({ActionType.COMMAND_LINE, ActionType.SHELL})
+    supports = frozenset(ActionType)
 
-    def __init__(self, jobs_dir: Path, slots: int = 4) -> None:
+    def __init__(self, jobs_dir: Path, slots: int = 4, spark_master: str | None = None) -> None:
         self.jobs_dir = jobs_dir
         self.slots = slots
+        self.spark_master = spark_master or "local[2]"
         self.jobs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             self.jobs_dir.chmod(0o700)  # a folder made by an earlier version was open to all
@@ -111,10 +191,31 @@ class LocalExecutor:
             self._runner = await asyncio.to_thread(local_runner.address, self.jobs_dir)
         return self._runner
 
+    def refusals(self, action: ActionSpec) -> list[tuple[str, str]]:
+        out = []
+        spark = _spark_missing()
+        if action.type == ActionType.MAP_REDUCE and not is_streaming(action.mapper):
+            # Java classes run on Hadoop's LocalJobRunner, from the Hadoop jars Spark bundles.
+            if spark:
+                out.append(("mapper", f"a Java MapReduce job needs Hadoop's MapReduce runtime, which comes with "
+                                      f"Spark: {spark} (or run it on a cluster: the oozie executor)"))  # fmt: skip
+        elif action.type == ActionType.MAP_REDUCE:
+            for field in ("inputFormat", "outputFormat"):
+                if getattr(action, field) not in (None, *TEXT_FORMATS):
+                    out.append((field, f"a streaming job reads and writes text here ({TEXT_FORMATS[0]}, "
+                                       f"{TEXT_FORMATS[1]}); other formats need Java classes"))  # fmt: skip
+        elif action.type == ActionType.SPARK and spark:
+            out.append(("type", f"SPARK actions need {spark}"))
+        return out
+
     def argv(self, job: JobRequest) -> list[str]:
         if job.type == ActionType.COMMAND_LINE:
             props = [f"-D{k}={v}" for k, v in job.configuration.items()]
             return ["java", *props, "-cp", f"{job.action_folder}/*", job.main_class or "", *job.arguments]
+        if job.type == ActionType.MAP_REDUCE:
+            return map_reduce_argv(job)
+        if job.type == ActionType.SPARK:
+            return spark_argv(job, self.spark_master)
         return [*(job.command or []), *job.arguments]
 
     def _write_request(self, job: JobRequest, job_dir: Path) -> bool:
@@ -125,7 +226,11 @@ class LocalExecutor:
             return False
         request = {
             "argv": self.argv(job),
-            "cwd": job.action_folder or str(job_dir),
+            # A Spark job writes where it runs (spark-warehouse, metastore_db): not into its
+            # action folder, whose files are part of its lineage hash.
+            "cwd": str(job_dir)
+            if job.type in (ActionType.SPARK, ActionType.MAP_REDUCE) or not job.action_folder
+            else job.action_folder,
             "env": job_environment(job.configuration, job.action_id, job.type == ActionType.SHELL),
             "slots_dir": str(self.jobs_dir / ".slots"),
             "slots": self.slots,

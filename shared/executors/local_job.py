@@ -25,6 +25,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -90,7 +91,32 @@ def ending(job_dir: Path, rc: int, killed: bool) -> tuple[str, str | None]:
     if rc == 0:
         return "SUCCEEDED", None
     tail = (job_dir / "stderr.log").read_bytes()[-2000:].decode(errors="replace").strip()
+    headline = exception_headline(job_dir)
+    if headline and not tail.endswith(headline):
+        # The tail of a JVM's log (Spark's) is stack frames and shutdown lines: the
+        # exception that failed the job is named first.
+        return "FAILED", f"exit code {rc}: {headline}" + (f"; stderr ends: {tail}" if tail else "")
     return "FAILED", f"exit code {rc}" + (f": {tail}" if tail else "")
+
+
+# A line naming an exception, as Python and Java print them ("ZeroDivisionError: ...",
+# "org.apache.spark.SparkException: ...").
+_HEADLINE = re.compile(rb"^[A-Za-z_][\w.$]*(?:Error|Exception)(?::[^\n]*)?$", re.M)
+
+
+def exception_headline(job_dir: Path) -> str | None:
+    """The last exception line of the job's stderr, else of its stdout (a PySpark driver's
+    traceback goes to its standard output), within their last 64 KiB."""
+    for name in ("stderr.log", "stdout.log"):
+        try:
+            with open(job_dir / name, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
+                found = _HEADLINE.findall(f.read())
+        except OSError:
+            continue
+        if found:
+            return found[-1].decode(errors="replace").strip()[:500]
+    return None
 
 
 def read_notify_url(timeout: float = NOTIFY_URL_WAIT) -> str:

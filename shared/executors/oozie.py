@@ -1,7 +1,8 @@
 """Oozie executor: each action attempt is a one-action Oozie workflow.
 
 Its ``workflow.xml`` (schema ``uri:oozie:workflow:0.5``; ``<java>`` for COMMAND_LINE,
-``<shell>`` for SHELL) is written over WebHDFS to an application path of its own, then
+``<shell>`` for SHELL, ``<map-reduce>`` for MAP_REDUCE, ``<spark>`` for SPARK) is written
+over WebHDFS to an application path of its own, then
 submitted with ``oozie.wf.external.id`` = the attempt's external id and the workflow
 notification URL pointing at the callback service (with the action's secret).
 """
@@ -18,13 +19,15 @@ from xml.etree import ElementTree as ET
 from shared.executors.base import FOLLOW_INTERVAL, JobRequest, JobState, JobStatus, LogsGone, LogStream
 from shared.executors.log_tail import LineTail
 from shared.hadoop.oozie import TERMINAL, Oozie, OozieError
+from shared.hadoop.streaming import join_args
 from shared.hadoop.webhdfs import WebHdfs
 from shared.storage.names import path_name
-from shared.workflow_spec import ActionType
+from shared.workflow_spec import ActionSpec, ActionType, is_streaming
 
 log = logging.getLogger(__name__)
 WF_NS = "uri:oozie:workflow:0.5"
 SHELL_NS = "uri:oozie:shell-action:0.3"
+SPARK_NS = "uri:oozie:spark-action:0.2"
 NODE = "pingo-action"
 # Oozie serves a job's log whole on every request: a followed log is asked for again this
 # often (the log streamer filters the server's log files each time, so not faster).
@@ -48,9 +51,13 @@ def _epoch(rfc822: str | None) -> float | None:
 
 class OozieExecutor:
     name = "oozie"
-    supports = frozenset({ActionType.COMMAND_LINE, ActionType.SHELL})
+    supports = frozenset(ActionType)
 
-    def __init__(self, oozie: Oozie, hdfs: WebHdfs, name_node: str, job_tracker: str, queue: str, apps_root: str):
+    def __init__(
+        self, oozie: Oozie, hdfs: WebHdfs, name_node: str, job_tracker: str, queue: str, apps_root: str,
+        spark_master: str | None = None,
+    ) -> None:  # fmt: skip
+        self.spark_master = spark_master or "yarn"
         self.oozie = oozie
         self.hdfs = hdfs
         self.name_node = name_node.rstrip("/")
@@ -61,24 +68,114 @@ class OozieExecutor:
     def hdfs_uri(self, path: str) -> str:
         return f"{self.name_node}{path}"
 
+    def refusals(self, action: ActionSpec) -> list[tuple[str, str]]:
+        out = []
+        if action.type == ActionType.MAP_REDUCE:
+            for field in ("mapper", "reducer"):
+                side = getattr(action, field)
+                if is_streaming(side):
+                    try:
+                        join_args(side)
+                    except ValueError as exc:
+                        out.append((field, str(exc)))
+        elif action.type == ActionType.SPARK:
+            # Oozie passes them as one line and splits it at each "--option" (docs/hadoop-protocol.md).
+            opts = action.sparkOpts or []
+            if opts and not opts[0].startswith("--"):
+                out.append(("sparkOpts", "on Oozie, sparkOpts must start with an option (--...)"))
+            values = [*(o for o in opts if not o.startswith("--")), *(p.value for p in action.configurationParameters)]
+            for value in values:
+                if " --" in f" {value}" or '"' in value:
+                    out.append(("sparkOpts", f"Oozie's spark-opts line cannot carry the value {value!r} "
+                                             "(it holds ' --' or a double quote)"))  # fmt: skip
+        return out
+
+    async def _shipped(self, body: ET.Element, folder: str | None, skip: str | None = None) -> None:
+        """The folder's files, shipped into the action's working directory (``<file>``)."""
+        if not folder:
+            return
+        for st in await self.hdfs.list(folder):
+            if st["type"] == "FILE" and st["pathSuffix"] != skip:
+                path = posixpath.join(folder, st["pathSuffix"])
+                ET.SubElement(body, "file").text = f"{self.hdfs_uri(path)}#{st['pathSuffix']}"
+
+    @staticmethod
+    def _configuration(body: ET.Element, settings: dict[str, str]) -> None:
+        conf = ET.SubElement(body, "configuration")
+        for k, v in settings.items():
+            prop = ET.SubElement(conf, "property")
+            ET.SubElement(prop, "name").text = k
+            ET.SubElement(prop, "value").text = v
+
+    async def _map_reduce(self, body: ET.Element, job: JobRequest) -> None:
+        """``<map-reduce>``: inputs and output are job properties, not arguments; a streaming
+        job's commands go in ``<streaming>`` and its folder's files are shipped; a Java job's
+        classes are properties and its jars come from ``oozie.libpath`` (docs/hadoop-protocol.md)."""
+        *inputs, output = job.arguments
+        streaming = is_streaming(job.mapper)
+        if streaming:
+            stream = ET.SubElement(body, "streaming")
+            ET.SubElement(stream, "mapper").text = join_args(job.mapper)  # type: ignore[arg-type]
+            if job.reducer is not None:
+                ET.SubElement(stream, "reducer").text = join_args(job.reducer)  # type: ignore[arg-type]
+        settings = {
+            "mapred.job.queue.name": "${queueName}",
+            "mapred.input.dir": ",".join(inputs),
+            "mapred.output.dir": output,
+        }
+        if not streaming:
+            settings["mapred.mapper.class"] = str(job.mapper)
+            if job.reducer is not None:
+                settings["mapred.reducer.class"] = str(job.reducer)
+        if job.input_format:
+            settings["mapred.input.format.class"] = job.input_format
+        if job.output_format:
+            settings["mapred.output.format.class"] = job.output_format
+        self._configuration(body, {**settings, **job.configuration})
+        if streaming:
+            await self._shipped(body, job.action_folder)
+
+    async def _spark(self, body: ET.Element, job: JobRequest) -> None:
+        """``<spark>`` (``uri:oozie:spark-action:0.2``): the application is the folder's file,
+        the folder's other files are shipped beside it; Spark properties are ``--conf``."""
+        self._configuration(body, {"mapred.job.queue.name": "${queueName}"})
+        ET.SubElement(body, "master").text = self.spark_master
+        ET.SubElement(body, "mode").text = "cluster"
+        ET.SubElement(body, "name").text = job.name
+        if job.main_class:
+            ET.SubElement(body, "class").text = job.main_class
+        app = posixpath.join(job.action_folder or "/", job.application or "")
+        ET.SubElement(body, "jar").text = self.hdfs_uri(app)
+        opts = [*(f"--conf {k}={v}" for k, v in job.configuration.items()), *job.spark_opts]
+        if opts:
+            ET.SubElement(body, "spark-opts").text = " ".join(opts)
+        for arg in job.arguments:
+            ET.SubElement(body, "arg").text = arg
+        await self._shipped(body, job.action_folder, skip=job.application)
+
     async def workflow_xml(self, job: JobRequest) -> bytes:
         app = ET.Element("workflow-app", {"xmlns": WF_NS, "name": path_name(f"pingo-{job.name}")})
         ET.SubElement(app, "start", {"to": NODE})
         action = ET.SubElement(app, "action", {"name": NODE})
         if job.type == ActionType.COMMAND_LINE:
             body = ET.SubElement(action, "java")
+        elif job.type == ActionType.MAP_REDUCE:
+            body = ET.SubElement(action, "map-reduce")
+        elif job.type == ActionType.SPARK:
+            body = ET.SubElement(action, "spark", {"xmlns": SPARK_NS})
         else:
             body = ET.SubElement(action, "shell", {"xmlns": SHELL_NS})
         ET.SubElement(body, "job-tracker").text = "${jobTracker}"
         ET.SubElement(body, "name-node").text = "${nameNode}"
-        conf = ET.SubElement(body, "configuration")
-        settings = {"mapred.job.queue.name": "${queueName}"}
-        if job.type == ActionType.COMMAND_LINE:
-            settings.update(job.configuration)
-        for k, v in settings.items():
-            prop = ET.SubElement(conf, "property")
-            ET.SubElement(prop, "name").text = k
-            ET.SubElement(prop, "value").text = v
+        if job.type == ActionType.MAP_REDUCE:
+            await self._map_reduce(body, job)
+        elif job.type == ActionType.SPARK:
+            await self._spark(body, job)
+        else:
+            settings = {"mapred.job.queue.name": "${queueName}"}
+            if job.type == ActionType.COMMAND_LINE:
+                settings.update(job.configuration)
+            self._configuration(body, settings)
         if job.type == ActionType.COMMAND_LINE:
             ET.SubElement(body, "main-class").text = job.main_class
             # As with the local executor, configurationParameters are Java system properties.
@@ -86,19 +183,14 @@ class OozieExecutor:
                 ET.SubElement(body, "java-opt").text = f"-D{k}={v}"
             for arg in job.arguments:
                 ET.SubElement(body, "arg").text = arg
-        else:
+        elif job.type == ActionType.SHELL:
             command = job.command or []
             ET.SubElement(body, "exec").text = command[0]
             for arg in [*command[1:], *job.arguments]:
                 ET.SubElement(body, "argument").text = arg
             for k, v in job.configuration.items():
                 ET.SubElement(body, "env-var").text = f"{k}={v}"
-            if job.action_folder:
-                # The folder's files are shipped into the action's working directory.
-                for st in await self.hdfs.list(job.action_folder):
-                    if st["type"] == "FILE":
-                        path = posixpath.join(job.action_folder, st["pathSuffix"])
-                        ET.SubElement(body, "file").text = f"{self.hdfs_uri(path)}#{st['pathSuffix']}"
+            await self._shipped(body, job.action_folder)
         ET.SubElement(action, "ok", {"to": "end"})
         ET.SubElement(action, "error", {"to": "fail"})
         kill = ET.SubElement(app, "kill", {"name": "fail"})
@@ -121,8 +213,11 @@ class OozieExecutor:
             "oozie.wf.external.id": job.external_id,
             "oozie.wf.workflow.notification.url": job.notify_url,
         }
-        if job.type == ActionType.COMMAND_LINE and job.action_folder:
+        if job.type in (ActionType.COMMAND_LINE, ActionType.MAP_REDUCE) and job.action_folder:
             properties["oozie.libpath"] = self.hdfs_uri(job.action_folder)
+        if job.type in (ActionType.MAP_REDUCE, ActionType.SPARK):
+            # Hadoop streaming's and Spark's jars come from Oozie's share lib.
+            properties["oozie.use.system.libpath"] = "true"
         return await self.oozie.submit(properties, job.external_id, do_as=job.owner)
 
     async def find(self, external_id: str) -> str | None:

@@ -25,12 +25,28 @@ def command_line(aid: Any, parents: list = (), **extra: Any) -> dict[str, Any]:
 
 
 def map_reduce(aid: Any, parents: list = (), **extra: Any) -> dict[str, Any]:
+    """A Hadoop streaming word count (examples/wordcount)."""
     return {
         "id": aid,
         "name": f"mr-{aid}",
         "type": "MAP_REDUCE",
-        "actionFolder": "examples/jobs",
+        "actionFolder": "examples/wordcount",
+        "mapper": ["python3", "mapper.py"],
+        "reducer": ["python3", "reducer.py"],
         "configurationParameters": [{"key": "mapreduce.job.reduces", "value": "2"}],
+        "parentActions": [{"id": p} for p in parents],
+        **extra,
+    }
+
+
+def spark(aid: Any, parents: list = (), **extra: Any) -> dict[str, Any]:
+    """A PySpark application (examples/spark/count)."""
+    return {
+        "id": aid,
+        "name": f"spark-{aid}",
+        "type": "SPARK",
+        "actionFolder": "examples/spark/count",
+        "application": "count.py",
         "parentActions": [{"id": p} for p in parents],
         **extra,
     }

@@ -94,6 +94,23 @@ async def test_a_missing_program_fails_the_action_with_its_reason(system: Api) -
     assert "could not start './no-such-program'" in wf["actions"][0]["error"]
 
 
+async def test_a_failure_buried_under_log_lines_is_named_in_the_error(system: Api) -> None:
+    """A JVM job (Spark's) ends its stderr with stack frames and shutdown lines: the error
+    names the exception first, then the tail."""
+    script = (
+        "import sys\n"
+        "print('Traceback (most recent call last):\\nValueError: the input is empty')\n"
+        "sys.stderr.write('java.lang.IllegalStateException: stage failed\\n' + '\\tat Frame.run(F.java:1)\\n' * 200)\n"
+        "sys.stderr.write('INFO ShutdownHookManager: Deleting directory /tmp/x\\n')\n"
+        "sys.exit(1)\n"
+    )
+    action = {"id": 1, "name": "buried", "type": "SHELL", "command": ["python3", "-c", script]}
+    wf = await system.run({"name": "buried", "actions": [action]})
+    error = wf["actions"][0]["error"]
+    assert error.startswith("exit code 1: java.lang.IllegalStateException: stage failed; stderr ends: "), error
+    assert error.endswith("Deleting directory /tmp/x")
+
+
 async def test_success_without_output_is_a_failure_not_an_empty_dataset(system: Api) -> None:
     wf = await system.run(
         {

@@ -66,13 +66,13 @@ async def test_path_and_support_violations_are_listed_with_the_others(system):
         shell(1),  # duplicate id
         {**shell(2, [1]), "actionFolder": "/etc"},  # outside the action roots
         shell(3, [1], isManaged=False, outputPath="/etc/x"),  # outside the output roots
-        map_reduce(4, [1]),  # not supported by this executor
+        {**map_reduce(4, [1]), "inputFormat": "org.example.Binary"},  # streaming reads text only here
     )
     violations = await rejected(system, body)
     one(violations, "actions[1].id", actionId=1)
     one(violations, "actions[2].actionFolder", actionId=2)
     one(violations, "actions[3].outputPath", actionId=3)
-    one(violations, "actions[4].type", actionId=4)
+    one(violations, "actions[4].inputFormat", actionId=4)
 
 
 async def test_misspelled_fields_and_wrong_types_are_422_in_the_workflow_language(system):

@@ -38,7 +38,14 @@ def act(aid: Any, label: str, parents: list = (), kind: str = "COMMAND_LINE", **
     if kind == "SHELL":
         base |= {"actionFolder": "examples/jobs", "command": ["python3", "synth.py"]}
     elif kind == "MAP_REDUCE":
-        base |= {"actionFolder": "jobs/mr", "configurationParameters": [{"key": "mapreduce.job.reduces", "value": "1"}]}
+        base |= {
+            "actionFolder": "jobs/mr",
+            "mapper": ["python3", "mapper.py"],
+            "reducer": ["python3", "reducer.py"],
+            "configurationParameters": [{"key": "mapreduce.job.reduces", "value": "1"}],
+        }
+    elif kind == "SPARK":
+        base |= {"actionFolder": "jobs/spark", "application": "job.py"}
     else:
         base |= {"actionFolder": "jobs/cl", "mainClassName": "org.example.Job"}
     return base | extra
@@ -308,3 +315,60 @@ def test_swapped_map_reduce_parents_give_the_same_lineage_so_reuse_is_verified()
     assert {p.hash for p in again.values()} == set(gate.stored)
     assert {aid: p.decision for aid, p in again.items()} == {1: "reuse", 2: "reuse", 3: "reuse"}
     assert again[3].reason == "stored"
+
+
+def test_a_streaming_commands_argument_order_counts_while_its_list_fields_do_not():
+    """The mapper is a command (an argv): its order is what runs. Inputs and properties are sets."""
+    one = hashes(wf(act(1, "a", kind="MAP_REDUCE", mapper=["cut", "-f", "1"])))
+    two = hashes(wf(act(1, "a", kind="MAP_REDUCE", mapper=["cut", "1", "-f"])))
+    assert one[1] != two[1]
+
+
+def test_the_new_type_fields_count_for_their_types_and_left_the_older_types_hashes_alone():
+    base = hashes(wf(act(1, "a", kind="SPARK")))
+    assert hashes(wf(act(1, "a", kind="SPARK", sparkOpts=["--executor-memory", "2g"])))[1] != base[1]
+    assert hashes(wf(act(1, "a", kind="SPARK", application="other.py")))[1] != base[1]
+    # A COMMAND_LINE definition holds no MAP_REDUCE or SPARK field: its hash is as before them.
+    spec, _ = parse_workflow(wf(act(1, "a")))
+    assert spec is not None
+    assert set(spec.actions[0].definition()) == {
+        "type", "name", "actionFolder", "mainClassName", "command", "additionalInput", "configurationParameters",
+    }  # fmt: skip
+
+
+async def test_changing_a_spark_application_file_changes_its_action_and_descendants_only(tmp_path):
+    """The application is a file of the action folder, whose files' fingerprint is hashed."""
+    from services.workflow_manager.submission import fingerprints, resolve_paths
+    from shared.config import Settings
+    from shared.executors.factory import make_executor
+    from shared.storage import make_storage
+
+    for folder, app in (("corpus", "corpus.py"), ("count", "count.py"), ("top", "top.py")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / app).write_text(f"# {app}\n")
+    settings = Settings(data_dir=tmp_path / "data", action_roots=[tmp_path])
+    storage, executor = make_storage(settings), make_executor(settings)
+    body = wf(
+        act(1, "corpus", kind="SHELL", actionFolder="corpus"),
+        act(2, "count", [1], kind="SPARK", actionFolder="count", application="count.py"),
+        act(3, "top", [2], kind="SPARK", actionFolder="top", application="top.py"),
+        act(4, "sibling", [1], kind="SPARK", actionFolder="top", application="top.py"),
+    )
+
+    async def lineage() -> dict[Any, str]:
+        parsed: list = []
+        spec, violations = parse_workflow(body, parsed)
+        assert spec is not None, violations
+        paths, problems = await resolve_paths(parsed, settings, storage, executor)
+        # Whether this machine has Spark (a "type" refusal) does not matter to hashing.
+        assert [p for p in problems if p.field != "type"] == []
+        prints, more = await fingerprints(parsed, paths, storage)
+        assert not more, more
+        return workflow_hashes(spec, prints)
+
+    before = await lineage()
+    assert await lineage() == before
+    (tmp_path / "count" / "count.py").write_text("# count.py, changed\n")
+    after = await lineage()
+    changed = {i for i in before if before[i] != after[i]}
+    assert changed == {2, 3}  # the action and its descendant; not its parent, not its sibling

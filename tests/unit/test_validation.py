@@ -20,7 +20,7 @@ from shared.config import Settings
 from shared.executors.factory import make_executor
 from shared.storage import make_storage
 from shared.workflow_spec import parse_workflow
-from tests.support.validation import command_line, map_reduce, one, says, shell, without, workflow
+from tests.support.validation import command_line, map_reduce, one, says, shell, spark, without, workflow
 from tests.support.workflows import ROOT
 
 
@@ -32,12 +32,12 @@ class Checks:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.storage = make_storage(settings)
-        self.supported = make_executor(settings).supports
+        self.executor = make_executor(settings)
 
     async def violations(self, body: Any) -> list[dict[str, Any]]:
         parsed: list = []
         _, violations = parse_workflow(body, parsed)
-        paths, local = await resolve_paths(parsed, self.settings, self.storage, self.supported)
+        paths, local = await resolve_paths(parsed, self.settings, self.storage, self.executor)
         violations = [*violations, *local]
         if not violations:
             _, violations = await fingerprints(parsed, paths, self.storage)
@@ -148,8 +148,10 @@ async def test_end_action_that_is_an_ancestor_of_start_is_rejected(checks):
         ({**command_line(1), "mainClassName": ""}, "mainClassName"),
         (without(shell(1), "command"), "command"),
         ({**shell(1), "command": []}, "command"),
-        (without(map_reduce(1), "actionFolder"), "actionFolder"),
-        (without(map_reduce(1), "configurationParameters"), "configurationParameters"),
+        (without(map_reduce(1), "mapper"), "mapper"),
+        ({**map_reduce(1), "mapper": []}, "mapper"),
+        (without(spark(1), "actionFolder"), "actionFolder"),
+        (without(spark(1), "application"), "application"),
     ],
     ids=[
         "cl-no-folder",
@@ -157,8 +159,10 @@ async def test_end_action_that_is_an_ancestor_of_start_is_rejected(checks):
         "cl-empty-main",
         "shell-no-command",
         "shell-empty-command",
-        "mr-no-folder",
-        "mr-no-conf",
+        "mr-no-mapper",
+        "mr-empty-mapper",
+        "spark-no-folder",
+        "spark-no-application",
     ],
 )
 async def test_missing_required_field_is_rejected(checks, action, field):
@@ -173,10 +177,58 @@ async def test_shell_command_must_be_an_argv(checks):
 
 
 @pytest.mark.parametrize("spelling", ["MAP_REDUCE", "map-reduce", "Map_Reduce"])
-async def test_valid_map_reduce_is_rejected_as_not_supported(checks, spelling):
-    violations = await rejected(checks, workflow(shell(1), {**map_reduce(2, [1]), "type": spelling}))
-    says(one(violations, "actions[1].type", actionId=2, field="type"), "MAP_REDUCE", "not supported")
-    assert len(violations) == 1, violations
+async def test_a_streaming_map_reduce_is_accepted_in_any_spelling_of_its_type(checks, spelling):
+    assert await checks.violations(workflow(shell(1), {**map_reduce(2, [1]), "type": spelling})) == []
+
+
+async def test_every_violation_of_the_new_types_is_listed_with_where_it_is(checks):
+    body = workflow(
+        shell(1),
+        {**map_reduce(2, [1]), "mapper": "python3 mapper.py"},  # a shell line, not a class nor an argv
+        {**map_reduce(3, [1]), "mapper": ["cat"], "reducer": "org.example.Sum"},  # streaming and Java mixed
+        {**map_reduce(4, [1]), "application": "count.py"},  # a SPARK field
+        {**spark(5, [1]), "application": "count.txt"},
+        {**spark(6, [1]), "application": "app.jar"},  # a jar needs its main class
+        {**spark(7, [1]), "mainClassName": "org.example.Main"},  # ...and a .py has none
+        {**spark(8, [1]), "sparkOpts": ["--master", "yarn"], "mapper": ["cat"]},
+        {**spark(9, [1]), "application": "../count.py"},
+    )
+    violations = await rejected(checks, body)
+    found = {(v["loc"], v["actionId"]) for v in violations}
+    assert found == {
+        ("actions[1].mapper", 2),
+        ("actions[2].reducer", 3),
+        ("actions[3].application", 4),
+        ("actions[4].application", 5),
+        ("actions[5].mainClassName", 6),
+        ("actions[6].mainClassName", 7),
+        ("actions[7].sparkOpts", 8),
+        ("actions[7].mapper", 8),
+        ("actions[8].application", 9),
+    }, violations
+    says(one(violations, "actions[1].mapper"), "not a Java class name", "list of strings")
+    says(one(violations, "actions[3].application"), "SPARK", "MAP_REDUCE")
+    says(one(violations, "actions[7].sparkOpts"), "--master", "set by Pingo")
+
+
+async def test_the_local_executor_refuses_what_it_cannot_run_at_submission(checks, monkeypatch):
+    java = {**map_reduce(2, [1]), "mapper": "org.example.Words", "reducer": "org.example.Sum"}
+    body = workflow(
+        shell(1),
+        java,
+        {**map_reduce(3, [1]), "outputFormat": "org.apache.hadoop.mapred.SequenceFileOutputFormat"},
+        spark(4, [1]),
+    )
+    # Streaming jobs read and write text only; a Java job brings its own formats.
+    violations = await rejected(checks, body)
+    assert [v["loc"] for v in violations] == ["actions[2].outputFormat"], violations
+    says(violations[0], "text", "Java classes")
+    # Java MapReduce and Spark need Spark's distribution (pingo[spark]); without it both are refused.
+    monkeypatch.setattr("shared.executors.local.spark_submit", lambda: None)
+    violations = await rejected(checks, workflow(shell(1), java, spark(4, [1])))
+    assert [v["loc"] for v in violations] == ["actions[1].mapper", "actions[2].type"], violations
+    says(violations[0], "Java MapReduce", "pingo[spark]", "oozie executor")
+    says(violations[1], "SPARK", "pingo[spark]")
 
 
 async def test_unmanaged_action_without_output_path_is_rejected(checks):
