@@ -81,7 +81,7 @@ async def test_a_java_map_reduce_job_runs_on_hadoops_local_job_runner(system: Ap
     folder = tmp_path / "wordcount-java"
     folder.mkdir()
     build_wordcount(folder)
-    body = example("wordcount-java.json")
+    body = example("wordcount-java/wordcount-java.json")
     body["actions"][1]["actionFolder"] = str(folder)
     wf = await system.run(body, timeout=300)
     assert wf["state"] == "SUCCEEDED", failures(wf)
@@ -103,7 +103,7 @@ async def test_a_pyspark_workflow_runs_reuses_and_recomputes_only_below_a_change
     # The applications are copied where the test may change them (an action root).
     apps = tmp_path / "apps"
     shutil.copytree(EXAMPLES / "spark", apps)
-    body = example("spark.json")
+    body = example("spark/words.json")
     for action, folder in zip(body["actions"][1:], ("count", "top"), strict=True):
         action["actionFolder"] = str(apps / folder)
 

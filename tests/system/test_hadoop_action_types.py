@@ -139,7 +139,7 @@ async def test_a_java_map_reduce_job_runs_on_the_cluster_with_its_jars_from_the_
     jars = hadoop.emulator.root / "pingo" / "actions" / "wordcount-java"
     jars.mkdir()
     build_wordcount(jars)
-    body = json.loads((EXAMPLES / "wordcount-java.json").read_text())
+    body = json.loads((EXAMPLES / "wordcount-java" / "wordcount-java.json").read_text())
     body = on_cluster(body, {**folders, "examples/wordcount-java": "wordcount-java"})
     wf = await hadoop.run(body, timeout=300)
     assert wf["state"] == "SUCCEEDED", failures(wf)
@@ -152,7 +152,7 @@ async def test_a_java_map_reduce_job_runs_on_the_cluster_with_its_jars_from_the_
 @spark
 async def test_a_pyspark_workflow_runs_on_the_cluster_and_is_reused(hadoop: Hadoop) -> None:
     folders = install(hadoop, "wordcount", "spark/count", "spark/top")
-    body = on_cluster(json.loads((EXAMPLES / "spark.json").read_text()), folders)
+    body = on_cluster(json.loads((EXAMPLES / "spark" / "words.json").read_text()), folders)
     wf = await hadoop.run(body, timeout=300)
     assert wf["state"] == "SUCCEEDED", failures(wf)
     out = hadoop.hdfs_path(wf["actions"][2]["outputPath"])
