@@ -3,7 +3,9 @@ MongoDB for each action of a chain of no-op actions, by command, as PyMongo's co
 monitoring counts them (``pingo_store_operation_seconds_count`` on ``/metrics``).
 
 A count, unlike a time, does not depend on how busy the machine is: it shows what a change
-to the hop's path saves. Starts ``pingo dev`` on a fresh data directory, warms it with one
+to the hop's path saves. The seconds the services waited for each command (the histogram's
+sum) are printed beside it: on a chain, where actions do not overlap, their total per action
+is what the store costs a hop. Starts ``pingo dev`` on a fresh data directory, warms it with one
 action, reads the counters, runs a chain of N actions (``--length``, default 50), reads
 them again, and prints the difference per action. Timers (scrapes, polls, sweeps) run
 meanwhile and add a little; ``--idle`` seconds of a quiet server measured the same way
@@ -24,16 +26,18 @@ from collections import Counter
 
 from devserver import call, dev_server, free_port, get
 
-SAMPLE = re.compile(r'^pingo_store_operation_seconds_count\{command="([^"]+)"\} ([0-9.e+]+)$')
+SAMPLE = re.compile(r'^pingo_store_operation_seconds_(count|sum)\{command="([^"]+)"\} ([0-9.e+-]+)$')
 
 
 def counts(metrics: str) -> Counter[str]:
+    """Commands by name, and (as ``<name>:seconds``) the seconds the services waited for them."""
     with urllib.request.urlopen(f"{metrics}/metrics", timeout=10) as r:
         text = r.read().decode()
     out: Counter[str] = Counter()
     for line in text.splitlines():
         if m := SAMPLE.match(line):
-            out[m.group(1)] = int(float(m.group(2)))
+            kind, command, value = m.groups()
+            out[command if kind == "count" else f"{command}:seconds"] = float(value)
     return out
 
 
@@ -82,14 +86,19 @@ def main() -> None:
         during = counts(metrics) - before
     rate = took / args.idle if args.idle else 0.0
     print(f"store commands per action, chain of {args.length} ({took:.1f} s; idle rate subtracted)")
-    print("| command | per action |")
-    print("|---|---:|")
-    total = 0.0
-    for command in sorted(during):
-        per = max(0.0, during[command] - idle[command] * rate) / args.length
-        total += per
-        print(f"| {command} | {per:.2f} |")
-    print(f"| **all** | **{total:.2f}** |")
+    print("| command | per action | mean wait (ms) | wait per action (ms) |")
+    print("|---|---:|---:|---:|")
+    total = waited = 0.0
+    for command in sorted(c for c in during if not c.endswith(":seconds")):
+        n = max(0.0, during[command] - idle[command] * rate)
+        secs = max(0.0, during[f"{command}:seconds"] - idle[f"{command}:seconds"] * rate)
+        per, wait = n / args.length, secs * 1000 / args.length
+        total, waited = total + per, waited + wait
+        print(f"| {command} | {per:.2f} | {secs * 1000 / n if n else 0.0:.2f} | {wait:.1f} |")
+    print(f"| **all** | **{total:.2f}** | | **{waited:.1f}** |")
+    # The services overlap their waits (several actions and timers at once), so the wait per
+    # action is an upper bound of what the store adds to one hop; a chain has little overlap.
+    print(f"chain wall per action: {took * 1000 / args.length:.1f} ms (polled once a second)")
 
 
 if __name__ == "__main__":
