@@ -151,9 +151,10 @@ class Outcomes:
             except ds.Deferred:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
                 return
-        # What it read is free; its own dataset was stored (record_output struck it from producers).
-        await ds.release(self.store, {h: {action["_id"]} for h in action.get("claims", [])}, set(), self.by, "finished")
+        # Its children first: their input is stored, and readying them is what a chain's hop
+        # waits for. What it read is free then (record_output struck it from producers).
         await self.ready_children(action)
+        await ds.release(self.store, {h: {action["_id"]} for h in action.get("claims", [])}, set(), self.by, "finished")
         done = await self.mover.action(
             action["_id"], A.FINISHED, by=self.by, sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
             push={"attempt_log": attempts.record(action, attempts.SUCCEEDED, None, status)},
