@@ -520,6 +520,43 @@ async def test_java_action_from_lib_and_libpath(emu: Emulator, http: aiohttp.Cli
     assert failed["type"] == "java" and failed["transition"] == "fail"
 
 
+def map_reduce(mapper: str, inputs: str, output: str, reducer: str | None = None, files: tuple[str, ...] = ()) -> str:
+    stream = f"<mapper>{escape(mapper)}</mapper>" + (f"<reducer>{escape(reducer)}</reducer>" if reducer else "")
+    props = conf_xml({"mapred.input.dir": inputs, "mapred.output.dir": output}).split("?>", 1)[1]
+    return (
+        "<map-reduce><job-tracker>${jobTracker}</job-tracker><name-node>${nameNode}</name-node>"
+        f"<streaming>{stream}</streaming>{props}{''.join(f'<file>{escape(f)}</file>' for f in files)}</map-reduce>"
+    )
+
+
+async def test_streaming_map_reduce_actions(emu: Emulator, http: aiohttp.ClientSession) -> None:
+    """A <map-reduce> with <streaming>: the mapper line split as Hadoop streaming splits it
+    (a quoted space is one argument), hidden inputs skipped, the records sorted by key; a
+    failing task fails the action as StreamingMain; the output folder is made as the job's user."""
+    put_hdfs(emu, "/data/in/a.txt", "pear tree\napple pie\npear jam\n")
+    put_hdfs(emu, "/data/in/_SUCCESS", "")
+    put_hdfs(emu, "/data/in/.a.txt.crc", "not words")
+    jobs = {
+        "cut": await run_app(http, emu, "/apps/mr1", map_reduce("cut -d ' ' -f 1", "/data/in", "/out/mr1")),
+        "fails": await run_app(http, emu, "/apps/mr2", map_reduce("false", "/data/in", "/out/mr2")),
+    }
+    done = {k: await wait_status(http, emu, v) for k, v in jobs.items()}
+    assert done == {"cut": "SUCCEEDED", "fails": "KILLED"}
+    assert (emu.root / "out/mr1/part-00000").read_text() == "apple\t\npear\t\npear\t\n"
+    assert (emu.root / "out/mr1/_SUCCESS").is_file()
+    failed = node(await info(http, emu, jobs["fails"]), "node")
+    assert (failed["status"], failed["errorCode"], failed["type"]) == ("ERROR", "1", "map-reduce")
+    assert failed["errorMessage"] == "Main Class [org.apache.oozie.action.hadoop.StreamingMain], exit code [1]"
+    # With HDFS permissions checked, an output where the job's user may not write is refused.
+    await faults(http, emu, hdfs_permissions=True)
+    emu.namespace.mkdirs("/projects/bio", "bob")
+    job = await run_app(http, emu, "/apps/mr3", map_reduce("cat", "/data/in", "/projects/bio/out"))
+    assert await wait_status(http, emu, job) == "KILLED"
+    refused = node(await info(http, emu, job), "node")
+    assert refused["errorCode"] == "JA009" and "Permission denied: user=svc, access=WRITE" in refused["errorMessage"]
+    assert not (emu.root / "projects/bio/out").exists()
+
+
 async def test_kill_terminates_the_process_and_other_silent_noops(
     emu: Emulator, http: aiohttp.ClientSession, tmp_path: Path
 ) -> None:
