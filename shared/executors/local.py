@@ -29,6 +29,7 @@ from typing import BinaryIO
 from shared.executors import local_runner
 from shared.executors.base import FOLLOW_INTERVAL, LOG_CHUNK, JobRequest, JobState, JobStatus, LogsGone, LogStream
 from shared.executors.log_tail import LineTail
+from shared.hadoop.mapreduce import job_properties
 from shared.storage.names import path_name
 from shared.workflow_spec import ActionSpec, ActionType, is_streaming
 
@@ -105,17 +106,8 @@ def map_reduce_argv(job: JobRequest) -> list[str]:
     Java job by Hadoop's own LocalJobRunner (the Hadoop jars Spark bundles), its classes from
     the action folder's jars. Every argument but the last is an input (additionalInput
     values, then the parents' outputs); the last is the output."""
-    *inputs, output = job.arguments
     if not is_streaming(job.mapper):
-        conf = {
-            "mapred.mapper.class": str(job.mapper),
-            **({"mapred.reducer.class": str(job.reducer)} if job.reducer else {}),
-            **({"mapred.input.format.class": job.input_format} if job.input_format else {}),
-            **({"mapred.output.format.class": job.output_format} if job.output_format else {}),
-            "mapred.input.dir": ",".join(inputs),
-            "mapred.output.dir": output,
-            **job.configuration,
-        }
+        conf = job_properties(job)
         argv = [spark_submit() or "spark-submit", "--master", "local[1]", *SPARK_QUIET]
         if job.action_folder:
             argv += ["--driver-class-path", f"{job.action_folder}/*"]
@@ -124,6 +116,7 @@ def map_reduce_argv(job: JobRequest) -> list[str]:
             _program("hadoop_emulator.mapreduce"),
             *(a for k, v in conf.items() for a in ("--conf", f"{k}={v}")),
         ]
+    *inputs, output = job.arguments
     argv = [sys.executable, "-m", "hadoop_emulator.streaming", "--mapper", json.dumps(job.mapper)]
     if job.reducer is not None:
         argv += ["--reducer", json.dumps(job.reducer)]
@@ -193,10 +186,9 @@ class LocalExecutor:
 
     def refusals(self, action: ActionSpec) -> list[tuple[str, str]]:
         out = []
-        spark = _spark_missing()
         if action.type == ActionType.MAP_REDUCE and not is_streaming(action.mapper):
             # Java classes run on Hadoop's LocalJobRunner, from the Hadoop jars Spark bundles.
-            if spark:
+            if spark := _spark_missing():
                 out.append(("mapper", f"a Java MapReduce job needs Hadoop's MapReduce runtime, which comes with "
                                       f"Spark: {spark} (or run it on a cluster: the oozie executor)"))  # fmt: skip
         elif action.type == ActionType.MAP_REDUCE:
@@ -204,7 +196,7 @@ class LocalExecutor:
                 if getattr(action, field) not in (None, *TEXT_FORMATS):
                     out.append((field, f"a streaming job reads and writes text here ({TEXT_FORMATS[0]}, "
                                        f"{TEXT_FORMATS[1]}); other formats need Java classes"))  # fmt: skip
-        elif action.type == ActionType.SPARK and spark:
+        elif action.type == ActionType.SPARK and (spark := _spark_missing()):
             out.append(("type", f"SPARK actions need {spark}"))
         return out
 

@@ -18,6 +18,7 @@ from xml.etree import ElementTree as ET
 
 from shared.executors.base import FOLLOW_INTERVAL, JobRequest, JobState, JobStatus, LogsGone, LogStream
 from shared.executors.log_tail import LineTail
+from shared.hadoop.mapreduce import job_properties
 from shared.hadoop.oozie import TERMINAL, Oozie, OozieError
 from shared.hadoop.streaming import join_args
 from shared.hadoop.webhdfs import WebHdfs
@@ -111,27 +112,13 @@ class OozieExecutor:
         """``<map-reduce>``: inputs and output are job properties, not arguments; a streaming
         job's commands go in ``<streaming>`` and its folder's files are shipped; a Java job's
         classes are properties and its jars come from ``oozie.libpath`` (docs/hadoop-protocol.md)."""
-        *inputs, output = job.arguments
         streaming = is_streaming(job.mapper)
         if streaming:
             stream = ET.SubElement(body, "streaming")
             ET.SubElement(stream, "mapper").text = join_args(job.mapper)  # type: ignore[arg-type]
             if job.reducer is not None:
                 ET.SubElement(stream, "reducer").text = join_args(job.reducer)  # type: ignore[arg-type]
-        settings = {
-            "mapred.job.queue.name": "${queueName}",
-            "mapred.input.dir": ",".join(inputs),
-            "mapred.output.dir": output,
-        }
-        if not streaming:
-            settings["mapred.mapper.class"] = str(job.mapper)
-            if job.reducer is not None:
-                settings["mapred.reducer.class"] = str(job.reducer)
-        if job.input_format:
-            settings["mapred.input.format.class"] = job.input_format
-        if job.output_format:
-            settings["mapred.output.format.class"] = job.output_format
-        self._configuration(body, {**settings, **job.configuration})
+        self._configuration(body, {"mapred.job.queue.name": "${queueName}", **job_properties(job)})
         if streaming:
             await self._shipped(body, job.action_folder)
 
