@@ -87,10 +87,12 @@ def _unquote(value: str) -> str:
     return value.replace('"', "") if at_ends and not in_between else value
 
 
-def _spark_bins(env: dict[str, str]) -> list[str]:
-    """Where spark-submit is looked for: $SPARK_HOME/bin, beside this Python (pyspark's), PATH."""
+def _spark_submit(env: dict[str, str]) -> str | None:
+    """spark-submit from $SPARK_HOME/bin, beside this Python (pyspark's), or on PATH."""
     bins = [os.path.join(env["SPARK_HOME"], "bin")] if env.get("SPARK_HOME") else []
-    return [*bins, os.path.dirname(sys.executable), *env.get("PATH", os.defpath).split(os.pathsep)]
+    return shutil.which(
+        "spark-submit", path=os.pathsep.join([*bins, os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
+    )
 
 
 def hdfs_ref(path: str, app_dir: str) -> str:
@@ -239,7 +241,7 @@ class ActionRunner:
         """A map-reduce action without ``<streaming>``: Hadoop's LocalJobRunner runs its
         classes (:mod:`hadoop_emulator.mapreduce`), the jars of the app's lib folder, of
         ``oozie.libpath`` and shipped ones on its class path, its paths in the namespace."""
-        submit = shutil.which("spark-submit", path=os.pathsep.join(_spark_bins(env)))
+        submit = _spark_submit(env)
         if submit is None:
             raise OSError(
                 "no Java MapReduce runtime: the emulator runs Java map-reduce actions with the Hadoop jars of "
@@ -269,7 +271,7 @@ class ActionRunner:
         namespace: ``/a/b`` and ``hdfs://.../a/b`` are ``<root>/a/b`` (a view file system
         whose every path falls back to the root folder)."""
         spec = self.spec
-        submit = shutil.which("spark-submit", path=os.pathsep.join(_spark_bins(env)))
+        submit = _spark_submit(env)
         if submit is None:
             raise OSError('Cannot run program "spark-submit": error=2, No such file or directory')
         master = spec.master or "local[2]"

@@ -60,7 +60,6 @@ TYPE_FIELDS: dict[ActionType, tuple[str, ...]] = {
     ActionType.MAP_REDUCE: ("mapper", "reducer", "inputFormat", "outputFormat"),
     ActionType.SPARK: ("application", "sparkOpts"),
 }
-ALL_TYPE_FIELDS = frozenset(f for fields in TYPE_FIELDS.values() for f in fields)
 
 
 class Param(BaseModel):
@@ -598,8 +597,8 @@ def _type_problems(r: _RawAction, atype: ActionType) -> list[tuple[str, str]]:
         if any(not o for o in r.sparkOpts):
             out.append(("sparkOpts", "sparkOpts must be a list of non-empty strings (spark-submit options, an argv)"))
         for opt in r.sparkOpts:
-            if opt.split("=", 1)[0] in SPARK_OWN_OPTIONS:
-                out.append(("sparkOpts", f"{opt.split('=', 1)[0]} is set by Pingo, not in sparkOpts"))
+            if (name := opt.split("=", 1)[0]) in SPARK_OWN_OPTIONS:
+                out.append(("sparkOpts", f"{name} is set by Pingo, not in sparkOpts"))
     return out
 
 
@@ -651,7 +650,7 @@ def _parse_action(
                 bad(field, f"{field} is required for {atype.value} actions")
         if r.command is not None and any(not isinstance(c, str) or not c for c in r.command):
             bad("command", "command must be a list of non-empty strings (an argv, never a shell line)")
-        for field in sorted(ALL_TYPE_FIELDS - set(TYPE_FIELDS.get(atype, ()))):
+        for field in sorted(TypeFields.model_fields.keys() - set(TYPE_FIELDS.get(atype, ()))):
             if getattr(r, field) is not None:
                 owners = " and ".join(t.value for t, fields in TYPE_FIELDS.items() if field in fields)
                 bad(field, f"{field} is a field of {owners} actions, not of {atype.value}")
