@@ -39,6 +39,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 HIDDEN = ("_", ".")
@@ -195,9 +196,9 @@ class Job:
             self._write(part, (record(line) for line in _lines(reduced)))
 
     @staticmethod
-    def _write(path: Path, records: object) -> None:
+    def _write(path: Path, records: Iterable[tuple[bytes, bytes]]) -> None:
         with open(path, "wb") as f:
-            for key, value in records:  # type: ignore[attr-defined]
+            for key, value in records:
                 f.write(key + TAB + value + b"\n")
 
 
