@@ -61,12 +61,15 @@ _REPLANNED = frozenset({A.WAITING, A.READY, A.FOLLOWING})
 ACTION_TRANSITIONS: dict[ActionState, frozenset[ActionState]] = {
     A.WAITING: frozenset({A.READY, A.KILLED}),
     # READY -> PROCESSING is the scraper's claim; PROCESSING -> PROCESSING retakes a stale one.
-    A.READY: frozenset({A.PROCESSING, A.KILLED}),
+    # READY -> SUBMITTED: an action manager woken by the READY event claims the attempt
+    # itself, in one write (docs/state-machines.md, "Action").
+    A.READY: frozenset({A.PROCESSING, A.SUBMITTED, A.KILLED}),
     # PROCESSING -> WAITING: an input vanished before the start; its producer runs again first.
     A.PROCESSING: frozenset({A.PROCESSING, A.SUBMITTED, A.READY, A.WAITING, A.FAILED, A.KILLED}),
     # SUBMITTED -> READY is a submit error below the retry ceiling; FAILED above it.
     # -> RETRYING: the job failed or timed out and the action's retries allow another attempt.
-    A.SUBMITTED: frozenset({A.RUNNING, A.READY, A.FINISHED, A.FAILED, A.KILLED, A.RETRYING}),
+    # -> WAITING: claimed from READY, an input was found gone before its job existed.
+    A.SUBMITTED: frozenset({A.RUNNING, A.READY, A.WAITING, A.FINISHED, A.FAILED, A.KILLED, A.RETRYING}),
     A.RUNNING: frozenset({A.FINISHED, A.FAILED, A.KILLED, A.RETRYING}),
     # Its retry is due (READY), or its workflow is killed while it waits (KILLED).
     A.RETRYING: frozenset({A.READY, A.KILLED}),

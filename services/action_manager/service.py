@@ -15,6 +15,7 @@ import socket
 import time
 import urllib.parse
 import uuid
+from typing import Any
 
 from shared import logs
 from shared.events import Event, EventType
@@ -69,13 +70,18 @@ class ActionManager:
         await cancel_all(self.tasks)
 
     async def on_event(self, event: Event) -> None:
-        """An action turned READY: it is claimed at once, without the scrape's query (a
-        chain's hop pays one write here, not a read and a write). Whatever this misses (a
-        full queue, an event lost) the scrape takes."""
+        """An action turned READY: its attempt is claimed at once, READY -> SUBMITTED in one
+        guarded write, without the scrape's query or a PROCESSING lease (a chain's hop pays
+        one write here, issue 10). Whatever this misses (a full queue, an event lost, an
+        event about an earlier attempt) the scrape takes."""
         action_id = event.subject.action_id
-        if event.type == EventType.ACTION_READY and action_id and self.queue.qsize() < self.queue.maxsize:
+        attempt, output_path = event.payload.get("attempt"), event.payload.get("output_path")
+        if (
+            event.type == EventType.ACTION_READY and action_id and isinstance(attempt, int) and output_path
+            and self.settings.submitters > 0 and self.queue.qsize() < self.queue.maxsize
+        ):  # fmt: skip
             try:
-                taken = await self.take(action_id, A.READY)
+                taken = await self.claim_attempt(action_id, attempt, str(output_path))
             except Exception as exc:  # the store away: the scrape's timer retries
                 log.warning("claiming %s on its READY event failed: %s", action_id, exc)
                 taken = None
@@ -84,6 +90,35 @@ class ActionManager:
                 QUEUE_DEPTH.set(self.queue.qsize())
                 return
         self.ticker.poke()
+
+    async def claim_attempt(self, action_id: str, attempt: int, output_path: str) -> ActionDoc | None:
+        """READY -> SUBMITTED: the next attempt recorded, ours, in one write. Guarded by the
+        attempt the READY event named (an event about an earlier READY finds it moved on)
+        and by the absence of a kill request, as the PROCESSING -> SUBMITTED move is."""
+        now = time.time()
+        fields = self.attempt_fields(action_id, output_path, attempt + 1, now)
+        return await self.mover.action(
+            action_id, A.SUBMITTED, by=self.owner, sources=[A.READY],
+            where={"attempt": attempt, "kill_requested": {"$ne": True}},
+            set={"lease_owner": self.owner, "lease_at": now, **fields},
+        )  # fmt: skip
+
+    def attempt_fields(self, action_id: str, output_path: str, attempt: int, now: float) -> dict[str, Any]:
+        """What the move to SUBMITTED records of the attempt it starts (its timeout clock is
+        set with its job id: ``acts.record_job``)."""
+        return {
+            "attempt": attempt,
+            "external_id": f"{action_id}#{attempt}",
+            "attempt_path": self.ctx.storage.attempt_path(output_path, action_id, attempt),
+            "submitted_at": now,
+            "next_poll_at": now + self.settings.poll_interval,
+            "poll_count": 0,
+            "job_id": None,
+            "finish_lease_at": 0.0,
+            "executor": self.ctx.executor.name,
+            "started_at": None,  # an earlier attempt's
+            "timeout_at": None,  # an earlier attempt's; set again with the job id
+        }
 
     async def prune_jobs(self) -> bool:
         """Remove what the executor keeps of jobs that ended more than ``job_retention`` ago.
@@ -160,71 +195,78 @@ class ActionManager:
             finally:
                 self.queue.task_done()
 
-    async def inputs_ready(self, action: ActionDoc) -> bool:
+    async def inputs_ready(self, action: ActionDoc, guard: dict[str, Any]) -> bool:
         """Just before the start, every input must be there (one ``exists`` each). One that
         vanished since planning is produced again inside the workflow (docs/planning.md,
-        "Re-planning"), and the action waits for it instead of failing on a missing input."""
+        "Re-planning"), and the action waits for it instead of failing on a missing input.
+        ``guard``: the ``sources`` and ``where`` of a move that holds while the action is
+        still ours and has no job."""
         paths = action.get("input_paths", [])
         found = await asyncio.gather(*(self.ctx.storage.exists(p) for p in paths))
         if all(found):
             return True
         gone = [p for p, ok in zip(paths, found, strict=True) if not ok]
         log.warning("%s: input %s gone before the start; re-planning its producers", action["_id"], ", ".join(gone))
-        lease = {"lease_owner": self.owner, "lease_at": action["lease_at"]}
         replanner = self.outcomes.following.replanner
         try:
             pending, claims = await replanner.inputs(action)
         except CannotReplan as exc:
-            await self.outcomes.end(action, A.FAILED, "input_missing", str(exc), sources=[A.PROCESSING], where=lease)
+            await self.outcomes.end(action, A.FAILED, "input_missing", str(exc), **guard)
             return False
         if not pending:
             return True
         moved = await self.mover.action(
-            action["_id"], A.WAITING, by=self.owner, sources=[A.PROCESSING], where=lease,
+            action["_id"], A.WAITING, by=self.owner, **guard,
             set={"pending_parents": pending, "claims": claims}, note=f"input gone: waits for {', '.join(pending)}",
         )  # fmt: skip
         if moved is not None:
             await replanner.recheck(action["_id"], pending)
         return False
 
-    async def submit(self, action: ActionDoc) -> None:
-        store, storage, executor = self.ctx.store, self.ctx.storage, self.ctx.executor
-        if not action.get("kill_requested") and not await self.inputs_ready(action):
-            return
-        attempt = int(action.get("attempt", 0)) + 1
-        external_id = f"{action['_id']}#{attempt}"
-        attempt_path = storage.attempt_path(action["output_path"], action["_id"], attempt)
-        now = time.time()
-        res = await self.mover.action(
-            action["_id"],
-            A.SUBMITTED,
-            by=self.owner,
-            sources=[A.PROCESSING],
-            # Its workflow is being killed: leave it to the kill, which ends it KILLED.
-            where={"lease_owner": self.owner, "lease_at": action["lease_at"], "kill_requested": {"$ne": True}},
-            set={
-                "attempt": attempt,
-                "external_id": external_id,
-                "attempt_path": attempt_path,
-                "submitted_at": now,
-                "next_poll_at": now + self.settings.poll_interval,
-                "poll_count": 0,
-                "job_id": None,
-                "finish_lease_at": 0.0,
-                "executor": executor.name,
-                "started_at": None,  # an earlier attempt's
-                # Checked then; the clock really starts when the job runs (Outcomes.enforce_timeout).
-                **({"timeout_at": now + float(t)} if (t := action.get("timeout_seconds")) else {}),
-            },
+    async def start_attempt(self, action: ActionDoc) -> ActionDoc | None:
+        """PROCESSING (our lease) -> SUBMITTED once its inputs are there: the attempt the
+        scrape claimed, recorded. None if it is not to be submitted (an input gone, the
+        lease taken over, its workflow being killed)."""
+        lease = {"lease_owner": self.owner, "lease_at": action["lease_at"]}
+        if not action.get("kill_requested") and not await self.inputs_ready(
+            action, {"sources": [A.PROCESSING], "where": lease}
+        ):
+            return None
+        fields = self.attempt_fields(
+            action["_id"], action["output_path"], int(action.get("attempt", 0)) + 1, time.time()
         )
+        res = await self.mover.action(
+            action["_id"], A.SUBMITTED, by=self.owner, sources=[A.PROCESSING],
+            # Its workflow is being killed: leave it to the kill, which ends it KILLED.
+            where={**lease, "kill_requested": {"$ne": True}}, set=fields,
+        )  # fmt: skip
         if res is None:
             # The lease was taken over (someone else has it), or its workflow is being
             # killed: then it is ours to end, if the kill did not end it already.
             mine = await acts.get(self.ctx.store, action["_id"])
             if mine and mine.get("kill_requested") and mine["state"] == A.PROCESSING:
-                lease = {"lease_owner": self.owner, "lease_at": action["lease_at"]}
                 await self.outcomes.end(mine, A.KILLED, "killed", sources=[A.PROCESSING], where=lease, by=self.owner)
-            return
+        return res
+
+    async def submit(self, action: ActionDoc) -> None:
+        store, storage, executor = self.ctx.store, self.ctx.storage, self.ctx.executor
+        if action["state"] == A.SUBMITTED:  # claimed on its READY event: no job yet
+            res = action
+            no_job = {"sources": [A.SUBMITTED], "where": {"external_id": action["external_id"], "job_id": None}}
+            if time.time() - float(action["lease_at"]) > self.settings.stale_after / 2:
+                # Queued long enough that the poller may soon judge its submitter lost (it
+                # takes back a SUBMITTED attempt with no job after PINGO_STALE_AFTER): is it still ours?
+                mine = await acts.get(store, action["_id"], {"state": 1, "external_id": 1})
+                if not mine or mine["state"] != A.SUBMITTED or mine.get("external_id") != action["external_id"]:
+                    return
+            if not await self.inputs_ready(action, no_job):
+                return
+        else:
+            res = await self.start_attempt(action)
+            if res is None:
+                return
+        attempt, external_id, attempt_path = res["attempt"], res["external_id"], res["attempt_path"]
+        now = time.time()
         # An action turns READY when its last parent ends: this is parent end -> child start.
         ready = [h["at"] for h in res.get("history") or [] if h.get("state") == A.READY]
         if ready:
@@ -232,42 +274,39 @@ class ActionManager:
         definition = res["definition"]
         try:
             await storage.prepare(attempt_path, user=res.get("owner"))
-            job_id = await executor.find(external_id)
-            if job_id is None:
-                job_id = await executor.submit(
-                    JobRequest(
-                        action_id=res["_id"],
-                        external_id=external_id,
-                        type=definition["type"],
-                        name=definition["name"],
-                        action_folder=res.get("action_folder_path"),
-                        main_class=definition.get("mainClassName"),
-                        command=definition.get("command"),
-                        arguments=[
-                            *(p["value"] for p in definition.get("additionalInput", [])),
-                            *res.get("input_paths", []),
-                            attempt_path,
-                        ],
-                        configuration={
-                            p["key"] or "": p["value"] for p in definition.get("configurationParameters", [])
-                        },
-                        notify_url=self.notify_url(res),
-                        owner=res.get("owner"),
-                        mapper=definition.get("mapper"),
-                        reducer=definition.get("reducer"),
-                        input_format=definition.get("inputFormat"),
-                        output_format=definition.get("outputFormat"),
-                        application=definition.get("application"),
-                        spark_opts=definition.get("sparkOpts") or [],
-                    )
+            # Submitting an external id again returns its job (the Executor contract): no find first.
+            job_id = await executor.submit(
+                JobRequest(
+                    action_id=res["_id"],
+                    external_id=external_id,
+                    type=definition["type"],
+                    name=definition["name"],
+                    action_folder=res.get("action_folder_path"),
+                    main_class=definition.get("mainClassName"),
+                    command=definition.get("command"),
+                    arguments=[
+                        *(p["value"] for p in definition.get("additionalInput", [])),
+                        *res.get("input_paths", []),
+                        attempt_path,
+                    ],
+                    configuration={p["key"] or "": p["value"] for p in definition.get("configurationParameters", [])},
+                    notify_url=self.notify_url(res),
+                    owner=res.get("owner"),
+                    mapper=definition.get("mapper"),
+                    reducer=definition.get("reducer"),
+                    input_format=definition.get("inputFormat"),
+                    output_format=definition.get("outputFormat"),
+                    application=definition.get("application"),
+                    spark_opts=definition.get("sparkOpts") or [],
                 )
+            )
         except Exception as exc:
             await self.submit_failed(res, external_id, exc)
             return
         if self.settings.fault_crash_after_submit:
             log.critical("fault injection: exiting after submitting %s as %s, before recording it", external_id, job_id)
             os._exit(137)
-        done = await acts.record_job(store, res["_id"], external_id, job_id)
+        done = await acts.record_job(store, res["_id"], external_id, job_id, res.get("timeout_seconds"))
         if done is not None:
             await self.mover.publish(EventType.ACTION_SUBMITTED, "action", res, job_id=job_id, attempt=attempt)
         # Killed while we were submitting (no longer SUBMITTED, or flagged): the job must not run on.

@@ -29,6 +29,10 @@ from shared.ticker import Ticker, cancel_all, forever
 
 log = logging.getLogger(__name__)
 A = ActionState
+# The fields of an action a notification is checked against (its secret), then confirmed with.
+CONFIRM_FIELDS = {
+    "secret": 1, "workflow_id": 1, "state": 1, "job_id": 1, "job_handed_to": 1, "timeout_seconds": 1
+}  # fmt: skip
 
 
 class CallbackService:
@@ -66,7 +70,9 @@ class CallbackService:
 
     async def on_callback(self, request: web.Request) -> web.Response:
         action_id = request.match_info["action_id"]
-        action = await acts.get(self.ctx.store, action_id, {"secret": 1, "workflow_id": 1})
+        # What checking the secret and then the job needs, read once: finishing the action
+        # reads the rest under its finish lease (Outcomes.apply).
+        action = await acts.get(self.ctx.store, action_id, CONFIRM_FIELDS)
         # The confirming task started below inherits the ids for its lines.
         with logs.about(action.get("workflow_id") if action else None, action_id):
             return await self.answer(request, action_id, action)
@@ -83,17 +89,17 @@ class CallbackService:
             CALLBACKS.labels("refused").inc()
             return problems.problem(403, "wrong secret")
         CALLBACKS.labels("accepted").inc()
-        task = asyncio.create_task(self.confirm(action_id, request.query.get("jobId")))
+        task = asyncio.create_task(self.confirm(action, request.query.get("jobId")))
         self.pending.add(task)
         task.add_done_callback(self.pending.discard)
         return web.json_response({"ok": True})
 
-    async def confirm(self, action_id: str, job_id: str | None) -> None:
+    async def confirm(self, action: ActionDoc, job_id: str | None) -> None:
+        action_id = action["_id"]
         try:
-            action = await acts.get(self.ctx.store, action_id)
-            if action is not None and action.get("job_handed_to"):
+            if action.get("job_handed_to"):
                 # Its job was adopted by a follower (its own workflow was killed): news for that one.
-                action = await acts.get(self.ctx.store, action["job_handed_to"])
+                action = await acts.get(self.ctx.store, action["job_handed_to"], CONFIRM_FIELDS)
             if action is None or (job_id and action.get("job_id") and job_id != action["job_id"]):
                 return  # a late notification about an earlier attempt
             await self.outcomes.check(action)
@@ -166,7 +172,9 @@ class CallbackService:
             return
         job_id = await self.ctx.executor.find(action["external_id"])
         if job_id is not None:
-            await acts.record_job(self.ctx.store, action["_id"], action["external_id"], job_id)
+            await acts.record_job(
+                self.ctx.store, action["_id"], action["external_id"], job_id, action.get("timeout_seconds")
+            )
             return
         if action.get("kill_requested"):
             # Its workflow is being killed: no new attempt, it ends KILLED.

@@ -84,57 +84,63 @@ class Outcomes:
             # Duplicated notifications and the poller may report the same end at once, from
             # any replica: one of them finishes the action, under a lease that a crash expires.
             token = uuid.uuid4().hex
-            if not await acts.take_finish_lease(self.store, action, token, time.time(), self.finish_lease):
+            leased = await acts.take_finish_lease(self.store, action, token, time.time(), self.finish_lease)
+            if leased is None:
                 return
+            action, moved = leased, None  # finished from the document as the lease found it
             try:
                 if status.state == JobState.SUCCEEDED:
-                    await self.succeed(action, status)
+                    moved = await self.succeed(action, status)
                 elif action.get("kill_requested"):
-                    await self.end(
+                    moved = await self.end(
                         action, A.KILLED, "killed", status.error or "killed", sources=[A.SUBMITTED, A.RUNNING],
                         where=job, record=attempts.record(action, attempts.KILLED, status.error, status),
                     )  # fmt: skip
                 elif attempts.timed_out(action):
                     message = attempts.timeout_message(float(action.get("timeout_seconds") or 0))
-                    await self.fail_attempt(action, "timed_out", message, status, outcome=attempts.TIMED_OUT)
+                    moved = await self.fail_attempt(action, "timed_out", message, status, outcome=attempts.TIMED_OUT)
                 elif status.state == JobState.FAILED:
-                    await self.fail_attempt(action, "action_failed", status.error or "action_failed", status)
+                    moved = await self.fail_attempt(action, "action_failed", status.error or "action_failed", status)
                 else:
                     # Killed outside Pingo (not by a kill or a timeout): someone meant it, no retry.
-                    await self.end(
+                    moved = await self.end(
                         action, A.FAILED, "action_failed", status.error or "killed outside Pingo",
                         sources=[A.SUBMITTED, A.RUNNING], where=job,
                         record=attempts.record(action, attempts.KILLED, status.error, status),
                     )  # fmt: skip
             finally:
-                await acts.drop_finish_lease(self.store, action["_id"], token)
+                # Once the action has left SUBMITTED/RUNNING no lease can be taken again: only
+                # an action still there (deferred, lost a race, or an error) needs it back.
+                if moved is None:
+                    await acts.drop_finish_lease(self.store, action["_id"], token)
 
-    async def succeed(self, action: ActionDoc, status: JobStatus) -> None:
+    async def succeed(self, action: ActionDoc, status: JobStatus) -> ActionDoc | None:
+        """Commit the output, record the dataset, ready the children, then FINISHED: the
+        move's document back, or None if the action was left as it was (to finish later)."""
         final, attempt = action["output_path"], action["attempt_path"]
+        current = None
         if action.get("managed"):
             current = await ds.get(self.store, action["hash"])
             if current is not None and current["state"] in ds.BEING_DELETED:
                 # Committing now would hand the new output to the deletor: wait until it is done.
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
-                return
+                return None
         try:
             # An unmanaged output is the user's latest result, never a kept dataset: always replaced.
             replace = bool(action.get("force")) or not action.get("managed")
             await self.storage.commit(attempt, final, replace=replace, user=action.get("owner"))
         except FileNotFoundError as exc:
-            await self.fail_attempt(action, "output_missing", str(exc), status)
-            return
+            return await self.fail_attempt(action, "output_missing", str(exc), status)
         except Exception as exc:
             if not getattr(exc, "refusal", False):
                 raise  # the poller asks again
             # The storage refuses who commits it (HDFS permissions changed since submission):
             # asking again, or another attempt, is refused the same way.
-            await self.end(
+            return await self.end(
                 action, A.FAILED, "commit_refused", f"its output could not be committed: {exc}",
                 sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
                 record=attempts.record(action, attempts.FAILED, str(exc), status),
             )  # fmt: skip
-            return
         # A managed dataset's checksum is taken whatever PINGO_VERIFY_REUSE says: it is what
         # a later check at the checksum level compares against. An unmanaged output is never reused.
         found = await self.storage.integrity(final, checksum=bool(action.get("managed")))
@@ -146,11 +152,11 @@ class Outcomes:
                 await ds.record_output(
                     self.store, action["hash"], action["_id"], size, seconds, bool(action.get("leaf")), self.by,
                     files=found.files if found else None, checksum=found.checksum if found else None,
-                    owner=action.get("owner"),
+                    owner=action.get("owner"), seen=current,
                 )  # fmt: skip
             except ds.Deferred:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
-                return
+                return None
         # Its children first: their input is stored, and readying them is what a chain's hop
         # waits for. What it read is free then (record_output struck it from producers).
         await self.ready_children(action)
@@ -171,10 +177,11 @@ class Outcomes:
             # Children re-planning added while it committed (the list is final now), then followers.
             await self.ready_children(done, skip=action.get("children"))
             await self.following.resolve(done)
+        return done
 
     async def fail_attempt(
         self, action: ActionDoc, reason: str, error: str, status: JobStatus | None, outcome: str = attempts.FAILED
-    ) -> None:
+    ) -> ActionDoc | None:
         """A SUBMITTED/RUNNING action's job ended without success, timed out, or left no
         output. If its retries allow, it waits in RETRYING for its next attempt, keeping
         what it holds (claims, producer mark, followers: the computation goes on); else
@@ -184,9 +191,8 @@ class Outcomes:
         retry = attempts.next_retry(action)
         if retry is None:
             failed = int(action.get("failed_attempts") or 0) + 1
-            await self.end(action, A.FAILED, reason, error, sources=[A.SUBMITTED, A.RUNNING], where=job,
-                           set={"failed_attempts": failed}, record=entry)  # fmt: skip
-            return
+            return await self.end(action, A.FAILED, reason, error, sources=[A.SUBMITTED, A.RUNNING], where=job,
+                                  set={"failed_attempts": failed}, record=entry)  # fmt: skip
         failed, delay = retry
         if action.get("attempt_path"):
             await self.storage.discard(action["attempt_path"], user=action.get("owner"))
@@ -199,12 +205,13 @@ class Outcomes:
             note=f"attempt {entry['attempt']}: {error}; retry {failed}/{attempts.policy(action).count} in {delay:g} s",
         )  # fmt: skip
         if moved is not None:
-            return
+            return moved
         fresh = await acts.get(self.store, action["_id"])
         if fresh and fresh.get("kill_requested") and fresh["state"] in (A.SUBMITTED, A.RUNNING):
             if fresh.get("job_id") == action["job_id"]:  # its workflow is being killed: no retry
-                await self.end(fresh, A.KILLED, "killed", error, sources=[A.SUBMITTED, A.RUNNING], where=job,
-                               record={**entry, "outcome": attempts.KILLED})  # fmt: skip
+                return await self.end(fresh, A.KILLED, "killed", error, sources=[A.SUBMITTED, A.RUNNING], where=job,
+                                      record={**entry, "outcome": attempts.KILLED})  # fmt: skip
+        return None
 
     async def retry_due(self, action: ActionDoc) -> ActionDoc | None:
         """RETRYING -> READY once ``retry_at`` has passed: one guarded move, so however many

@@ -151,13 +151,14 @@ class Mover:
             if effect.after_arrivals and arrivals:
                 await self.arrived("action", arrivals)
                 arrivals = None
+            counted: dict[str, Doc | None] = {}  # each workflow as its count left it
             if effect.open_delta:  # first: what settling reads
                 by_workflow: dict[str, int] = {}
                 for d in docs:
                     by_workflow[d["workflow_id"]] = by_workflow.get(d["workflow_id"], 0) + effect.open_delta
                 now = time.time()
                 for wf_id, delta in by_workflow.items():
-                    await wfs.count_open(self.store, wf_id, delta, now)
+                    counted[wf_id] = await wfs.count_open(self.store, wf_id, delta, now)
             await self._count(effect, docs)
             events = [
                 (event_type, d, body)
@@ -173,7 +174,7 @@ class Mover:
                 )
             if effect.settle:
                 for wf_id in dict.fromkeys(d["workflow_id"] for d in docs):
-                    await self.settle(wf_id)
+                    await self.settle(wf_id, seen=counted.get(wf_id))
         if arrivals:
             await self.arrived("action", arrivals)
 
@@ -192,7 +193,7 @@ class Mover:
         for (at, reason, owner), (sums, n) in groups.items():
             await stats.count(self.store, at, failure=reason, failures=n, owner=owner, **sums)
 
-    async def settle(self, workflow_id: str, recount: bool = False) -> Doc | None:
+    async def settle(self, workflow_id: str, recount: bool = False, seen: Doc | None = None) -> Doc | None:
         """End a RUNNING workflow whose actions all ended; idempotent. Inside ``batch()``
         it waits for the batch's end, so a cascade settles each workflow once.
 
@@ -200,15 +201,13 @@ class Mover:
         whether anything is left, so an action's end costs one read; the actions are
         read once, when the count reaches zero. ``recount`` (the repair sweep, for a
         workflow quiet for a while) reads them anyway and corrects a count a crash left
-        too high."""
+        too high. ``seen``: the workflow as the count of the move being settled left it
+        (``wfs.count_open``), which saves reading it again."""
         later = _open_batch()
         if later is not None:
             later.add(workflow_id)
             return None
-        wf = await wfs.get(
-            self.store, workflow_id,
-            {"state": 1, "kill_requested": 1, "kill_applied": 1, "open_actions": 1, "last_move_at": 1},
-        )  # fmt: skip
+        wf = seen if seen is not None and not recount else await wfs.get(self.store, workflow_id, wfs.SETTLE_FIELDS)
         if wf is None or wf["state"] != W.RUNNING:
             return None
         if wf.get("kill_requested") and wf.get("kill_applied") is False:

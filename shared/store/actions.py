@@ -11,6 +11,7 @@ store we run on.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import AsyncIterator
 from typing import Any, TypedDict
 
@@ -217,10 +218,16 @@ async def of_workflows(store: Store, workflow_ids: list[str], fields: dict[str, 
         yield a
 
 
-async def record_job(store: Store, action_id: str, external_id: str, job_id: str) -> ActionDoc | None:
-    """The job id of a submitted attempt; None if the attempt is no longer SUBMITTED (killed)."""
+async def record_job(
+    store: Store, action_id: str, external_id: str, job_id: str, timeout_seconds: float | None = None
+) -> ActionDoc | None:
+    """The job id of a submitted attempt, and the first check of its timeout (``timeout_at``:
+    pushed back to the job's real start once it runs, ``Outcomes.enforce_timeout``); None
+    if the attempt is no longer SUBMITTED (killed)."""
+    timeout = {"timeout_at": time.time() + float(timeout_seconds)} if timeout_seconds else {}
     return await store.actions.find_one_and_update(
-        {"_id": action_id, "state": str(A.SUBMITTED), "external_id": external_id}, {"$set": {"job_id": job_id}}
+        {"_id": action_id, "state": str(A.SUBMITTED), "external_id": external_id},
+        {"$set": {"job_id": job_id, **timeout}},
     )
 
 
@@ -263,15 +270,19 @@ async def claim_poll(store: Store, action: ActionDoc, next_poll_at: float) -> bo
     return claimed is not None
 
 
-async def take_finish_lease(store: Store, action: ActionDoc, token: str, now: float, lease: float) -> bool:
-    """The right to finish a job's action (docs/state-machines.md, "Ending an action")."""
-    won = await store.actions.find_one_and_update(
-        {"_id": action["_id"], "state": {"$in": [str(A.SUBMITTED), str(A.RUNNING)]}, "job_id": action["job_id"],
-         "finish_lease_at": {"$lt": now - lease}},
-        {"$set": {"finish_lease_at": now, "finish_lease_by": token}},
-        projection={"_id": 1},
+async def take_finish_lease(store: Store, action: ActionDoc, token: str, now: float, lease: float) -> ActionDoc | None:
+    """The right to finish a job's action (docs/state-machines.md, "Ending an action"):
+    the action as it is now, to finish it from (its history left out: finishing never
+    reads it), or None if another caller holds the lease or the job is no longer its."""
+    return decode(
+        await store.actions.find_one_and_update(
+            {"_id": action["_id"], "state": {"$in": [str(A.SUBMITTED), str(A.RUNNING)]}, "job_id": action["job_id"],
+             "finish_lease_at": {"$lt": now - lease}},
+            {"$set": {"finish_lease_at": now, "finish_lease_by": token}},
+            projection={"history": 0},
+            return_document=ReturnDocument.AFTER,
+        )
     )  # fmt: skip
-    return won is not None
 
 
 async def drop_finish_lease(store: Store, action_id: str, token: str) -> None:

@@ -292,12 +292,17 @@ class Deferred(Exception):
 async def record_output(
     store: Store, h: str, producer: str, size: int | None, seconds: float, leaf: bool, by: str,
     *, files: int | None = None, checksum: str | None = None, owner: str | None = None,
+    seen: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:  # fmt: skip
     """After a producer succeeded and its output was committed: STORED or LEAF, with stats
     and what its files were at commit (``size``, ``files``, ``checksum``: what a later
     verification compares against), and whose workflow made it (``owner``: its bytes are
-    attributed to them, docs/users.md)."""
-    doc = await get(store, h)
+    attributed to them, docs/users.md).
+
+    ``seen``: the dataset as the producer read it before committing, which saves reading
+    it again on a chain's hop (issue 10). The move is guarded by the state it was seen
+    in; if that changed since, the dataset is read again and the move tried from there."""
+    doc = seen if seen is not None else await get(store, h)
     if doc is None:
         return None
     state = doc["state"]
@@ -315,16 +320,23 @@ async def record_output(
     }
     if state == D.STORED_TO_DELETE:
         # Marked while a forced recomputation ran: its replacement is what lies at the path now.
-        return decode(
+        res = decode(
             await store.datasets.find_one_and_update(
                 {"_id": h, "state": state},
                 {"$pull": {"producers": producer}, "$set": committed},
                 return_document=ReturnDocument.AFTER,
             )
         )
-    target = D.LEAF if (leaf or state in (D.LEAF, D.TO_LEAF)) else D.STORED
-    res = await transition(store.datasets, DATASET_TRANSITIONS, h, target, by=by, sources=[state], **update)
-    return res if res is not None else await get(store, h)
+    else:
+        target = D.LEAF if (leaf or state in (D.LEAF, D.TO_LEAF)) else D.STORED
+        res = await transition(store.datasets, DATASET_TRANSITIONS, h, target, by=by, sources=[state], **update)
+    if res is not None:
+        return res
+    if seen is not None:  # it moved since it was seen: from what it is now
+        return await record_output(
+            store, h, producer, size, seconds, leaf, by, files=files, checksum=checksum, owner=owner
+        )
+    return await get(store, h)
 
 
 RELEASE_CHUNK = 500

@@ -86,15 +86,18 @@ def test_action_lifecycle_of_the_design_is_allowed():
     for src in (A.PROCESSING, A.SUBMITTED):  # a submit error puts the action back
         check(ACTION_TRANSITIONS, src, A.READY)
     check(ACTION_TRANSITIONS, A.PROCESSING, A.PROCESSING)  # a stale claim is taken again
+    check(ACTION_TRANSITIONS, A.READY, A.SUBMITTED)  # claimed on its READY event, in one write
     for src in (A.WAITING, A.READY, A.PROCESSING, A.SUBMITTED, A.RUNNING):  # kill / upstream_failed
         check(ACTION_TRANSITIONS, src, A.KILLED)
 
 
 def test_actions_with_a_job_cannot_go_back_to_waiting():
-    """Only an action not yet submitted (PROCESSING: its inputs are checked just before
-    the start) goes back to wait for a parent computed again."""
+    """Only an action not yet submitted (PROCESSING, or SUBMITTED before its job exists:
+    its inputs are checked just before the start, and that writer guards on an empty job
+    id) goes back to wait for a parent computed again. A running job's action never does."""
     check(ACTION_TRANSITIONS, A.PROCESSING, A.WAITING)
-    for src in ACTION_IN_FLIGHT - {A.PROCESSING}:
+    check(ACTION_TRANSITIONS, A.SUBMITTED, A.WAITING)
+    for src in ACTION_IN_FLIGHT - {A.PROCESSING, A.SUBMITTED}:
         with pytest.raises(IllegalTransition):
             check(ACTION_TRANSITIONS, src, A.WAITING)
 
