@@ -3,8 +3,8 @@
 
 nx-27017 has no authentication, and its own entry point listens on TCP, where any local
 user, and any job, could read and write the whole database. This launcher builds the
-handler exactly as ``nx_27017 --data-dir DIR`` does and serves it with
-``asyncio.start_unix_server`` instead: the socket is mode 0600 in a folder of mode 0700,
+handler exactly as ``nx_27017 --data-dir DIR`` does and serves it on a Unix socket
+instead (a thread per connection, as its ``--threaded`` mode): the socket is mode 0600 in a folder of mode 0700,
 so only Pingo's own OS user can connect (see README, "What the local executor does not
 isolate", for what that user's jobs can still do).
 
@@ -24,14 +24,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import fcntl
 import hashlib
 import logging
 import os
 import signal
+import socket
 import stat
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 log = logging.getLogger("pingo.embedded_server")
@@ -69,25 +72,48 @@ def private_dir(path: Path) -> None:
 
 
 async def serve(handler: object, sock: Path, lingering: Path) -> None:
-    from nx_27017.server import handle_client
+    # nx-27017's threaded connection handler (its ``--threaded`` mode): a thread per
+    # connection, blocking calls. Its asyncio handler hands every command to a worker
+    # thread and back, which doubled a command's latency here (docs/architecture.md, "The
+    # embedded store's connections"). The handler serializes access to each database file.
+    from nx_27017.server import handle_client_threaded
 
+    loop = asyncio.get_running_loop()
     open_now = 0
     changed = asyncio.Event()
+    connections: dict[socket.socket, threading.Thread] = {}
 
-    async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def closed(conn: socket.socket) -> None:
         nonlocal open_now
-        open_now += 1
-        try:
-            await handle_client(reader, writer, handler)
-        finally:
-            open_now -= 1
-            changed.set()
+        open_now -= 1
+        connections.pop(conn, None)
+        changed.set()
 
-    server = await asyncio.start_unix_server(client, path=str(sock))
+    def client(conn: socket.socket) -> None:
+        try:
+            handle_client_threaded(conn, handler)
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: the server is stopping
+                loop.call_soon_threadsafe(closed, conn)
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(sock))
     os.chmod(sock, 0o600)  # already 0700 by the umask; the folder is 0700 too
+    listener.listen(128)
+    listener.setblocking(False)
+
+    async def accept() -> None:
+        nonlocal open_now
+        while True:
+            conn, _ = await loop.sock_accept(listener)
+            conn.setblocking(True)
+            open_now += 1
+            connections[conn] = thread = threading.Thread(target=client, args=(conn,), name="nx-27017 connection")
+            thread.start()
+
+    acceptor = asyncio.create_task(accept())
     asked = asyncio.Event()
     now = asyncio.Event()
-    loop = asyncio.get_running_loop()
 
     def on_signal() -> None:
         (now if asked.is_set() else asked).set()
@@ -123,7 +149,14 @@ async def serve(handler: object, sock: Path, lingering: Path) -> None:
             for w in pending:
                 w.cancel()
     finally:
-        server.close()  # open connections are cancelled when the loop ends
+        acceptor.cancel()
+        listener.close()
+        # Connections still open end here: their threads leave their reads, and no command
+        # is in flight when the databases are closed.
+        for conn, thread in list(connections.items()):
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            await asyncio.to_thread(thread.join, 5.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         filename=args.log_file,
         format="%(asctime)s - %(name)s - %(levelname)s - [%(process)d] - %(message)s",
     )
+    # nx-27017 logs every command's reply at INFO in this mode: its own warnings are enough.
+    logging.getLogger("nx_27017").setLevel(logging.WARNING)
     from neosqlite.options import JournalMode
     from nx_27017.handler import NeoSQLiteHandler
 
