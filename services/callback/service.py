@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 A = ActionState
 # The fields of an action a notification is checked against (its secret), then confirmed with.
 CONFIRM_FIELDS = {
-    "secret": 1, "workflow_id": 1, "state": 1, "job_id": 1, "job_handed_to": 1, "timeout_seconds": 1
+    "secret": 1, "workflow_id": 1, "state": 1, "job_id": 1, "job_handed_to": 1, "timeout_seconds": 1,
+    "managed": 1, "hash": 1,
 }  # fmt: skip
 
 

@@ -23,6 +23,7 @@ a job never stays PREP until its heartbeat times out.
 from __future__ import annotations
 
 import fcntl
+import http.client
 import json
 import os
 import re
@@ -30,10 +31,10 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import IO
 
@@ -139,6 +140,51 @@ def read_notify_url(timeout: float = NOTIFY_URL_WAIT) -> str:
     return data.decode(errors="replace").strip()
 
 
+class Notifier:
+    """Calls notification URLs over connections kept alive, a few per server: a runner
+    calls the same callback server at every job's end, so each call after the first
+    skips connecting (docs/architecture.md, "The local job runner"). Thread-safe: the
+    runner calls it from worker threads."""
+
+    KEEP = 8  # idle connections kept per server
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = {}
+        self._lock = threading.Lock()
+
+    def call(self, url: str) -> bool:
+        """One GET; True if answered 200. Raises on a connection error."""
+        parts = urllib.parse.urlsplit(url)
+        key = (parts.scheme, parts.netloc)
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            conn = idle.pop() if idle else None
+        kept = conn is not None
+        if conn is None:
+            kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+            conn = kind(parts.netloc, timeout=10)
+        try:
+            conn.request("GET", f"{parts.path or '/'}{'?' + parts.query if parts.query else ''}")
+            resp = conn.getresponse()
+            resp.read()
+        except Exception:
+            conn.close()
+            if kept:  # the server closed a kept connection meanwhile: once more, on a new one
+                return self.call(url)
+            raise
+        if resp.will_close:
+            conn.close()
+        else:
+            with self._lock:
+                (idle := self._idle.setdefault(key, [])).append(conn)
+                while len(idle) > self.KEEP:
+                    idle.pop(0).close()
+        return resp.status == 200
+
+
+NOTIFIER = Notifier()
+
+
 def notify(url: str, job_id: str, state: str) -> None:
     """Best effort (three tries): a lost notification only delays the end until the next poll.
     Errors are swallowed, never logged: their text could hold the URL, and so the secret."""
@@ -149,9 +195,8 @@ def notify(url: str, job_id: str, state: str) -> None:
     target = parts._replace(path=urllib.parse.quote(parts.path, safe="/%:@!$&'()*+,;=-._~")).geturl()
     for attempt in range(3):
         try:
-            with urllib.request.urlopen(target, timeout=10) as resp:
-                if resp.status == 200:
-                    return
+            if NOTIFIER.call(target):
+                return
         except Exception:
             pass
         time.sleep(0.5 * (attempt + 1))

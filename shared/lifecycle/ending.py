@@ -84,13 +84,20 @@ class Outcomes:
             # Duplicated notifications and the poller may report the same end at once, from
             # any replica: one of them finishes the action, under a lease that a crash expires.
             token = uuid.uuid4().hex
-            leased = await acts.take_finish_lease(self.store, action, token, time.time(), self.finish_lease)
+            lease = acts.take_finish_lease(self.store, action, token, time.time(), self.finish_lease)
+            dataset = None
+            if status.state == JobState.SUCCEEDED and action.get("managed") and action.get("hash"):
+                # What committing checks first, read beside the lease rather than after it:
+                # a chain's hop waits for both (issue 10).
+                leased, dataset = await asyncio.gather(lease, ds.get(self.store, action["hash"]))
+            else:
+                leased = await lease
             if leased is None:
                 return
             action, moved = leased, None  # finished from the document as the lease found it
             try:
                 if status.state == JobState.SUCCEEDED:
-                    moved = await self.succeed(action, status)
+                    moved = await self.succeed(action, status, dataset)
                 elif action.get("kill_requested"):
                     moved = await self.end(
                         action, A.KILLED, "killed", status.error or "killed", sources=[A.SUBMITTED, A.RUNNING],
@@ -114,13 +121,16 @@ class Outcomes:
                 if moved is None:
                     await acts.drop_finish_lease(self.store, action["_id"], token)
 
-    async def succeed(self, action: ActionDoc, status: JobStatus) -> ActionDoc | None:
+    async def succeed(
+        self, action: ActionDoc, status: JobStatus, dataset: dict[str, Any] | None = None
+    ) -> ActionDoc | None:
         """Commit the output, record the dataset, ready the children, then FINISHED: the
-        move's document back, or None if the action was left as it was (to finish later)."""
+        move's document back, or None if the action was left as it was (to finish later).
+        ``dataset``: its dataset as just read, if it was (else it is read here)."""
         final, attempt = action["output_path"], action["attempt_path"]
         current = None
         if action.get("managed"):
-            current = await ds.get(self.store, action["hash"])
+            current = dataset if dataset is not None else await ds.get(self.store, action["hash"])
             if current is not None and current["state"] in ds.BEING_DELETED:
                 # Committing now would hand the new output to the deletor: wait until it is done.
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
