@@ -29,6 +29,10 @@ from shared.ticker import Ticker, cancel_all, forever
 
 log = logging.getLogger(__name__)
 A = ActionState
+# How long a notification waits for its job's id to be recorded, re-reading first after
+# JOB_ID_WAIT_FIRST, then at doubling intervals (CallbackService.job_recorded).
+JOB_ID_WAIT = 1.0
+JOB_ID_WAIT_FIRST = 0.005
 # The fields of an action a notification is checked against (its secret), then confirmed with.
 CONFIRM_FIELDS = {
     "secret": 1, "workflow_id": 1, "state": 1, "job_id": 1, "job_handed_to": 1, "timeout_seconds": 1,
@@ -101,11 +105,28 @@ class CallbackService:
             if action.get("job_handed_to"):
                 # Its job was adopted by a follower (its own workflow was killed): news for that one.
                 action = await acts.get(self.ctx.store, action["job_handed_to"], CONFIRM_FIELDS)
+            if action is not None and action["state"] == A.SUBMITTED and not action.get("job_id"):
+                action = await self.job_recorded(action)
             if action is None or (job_id and action.get("job_id") and job_id != action["job_id"]):
                 return  # a late notification about an earlier attempt
             await self.outcomes.check(action)
         except Exception:
             log.exception("confirming a callback for %s failed; the poller will retry", action_id)
+
+    async def job_recorded(self, action: ActionDoc) -> ActionDoc | None:
+        """A job that ends at once can notify before its submitter has recorded its id (it
+        does so as soon as the executor answers): wait briefly for the id rather than
+        leave the end to the poller, ``PINGO_POLL_INTERVAL`` later. The action as read last."""
+        delay = JOB_ID_WAIT_FIRST
+        waited = 0.0
+        while waited < JOB_ID_WAIT:
+            await asyncio.sleep(delay)
+            waited += delay
+            fresh = await acts.get(self.ctx.store, action["_id"], CONFIRM_FIELDS)
+            if fresh is None or fresh.get("job_id") or fresh["state"] != A.SUBMITTED:
+                return fresh
+            delay *= 2
+        return action
 
     def backoff(self, polls: int) -> float:
         return min(self.settings.poll_max_interval, self.settings.poll_interval * (1.5**polls))
