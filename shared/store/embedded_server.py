@@ -108,7 +108,9 @@ async def serve(handler: object, sock: Path, lingering: Path) -> None:
             conn, _ = await loop.sock_accept(listener)
             conn.setblocking(True)
             open_now += 1
-            connections[conn] = thread = threading.Thread(target=client, args=(conn,), name="nx-27017 connection")
+            connections[conn] = thread = threading.Thread(
+                target=client, args=(conn,), name="nx-27017 connection", daemon=True
+            )
             thread.start()
 
     acceptor = asyncio.create_task(accept())
@@ -152,7 +154,8 @@ async def serve(handler: object, sock: Path, lingering: Path) -> None:
         acceptor.cancel()
         listener.close()
         # Connections still open end here: their threads leave their reads, and no command
-        # is in flight when the databases are closed.
+        # is in flight when the databases are closed. One stuck past the wait (a daemon
+        # thread) does not keep the process from exiting.
         for conn, thread in list(connections.items()):
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
