@@ -135,20 +135,23 @@ class ActionManager:
         return False
 
     async def scrape(self) -> bool:
-        """Claim up to the queue's free room; True when a full batch was claimed (more may wait)."""
+        """Claim up to the queue's free room; True when a full batch was found (more may wait)."""
         room = self.queue.maxsize - self.queue.qsize()
         if room <= 0:
             self.backlog = True
             return False
-        claimed = await self.claim(room)
+        claimed, seen = await self.claim(room)
         for action in claimed:
             await self.queue.put(action)
         QUEUE_DEPTH.set(self.queue.qsize())
-        # More may be READY than the queue holds: the submitters call for more as they empty it.
-        self.backlog = len(claimed) >= room
+        # More may be READY than the queue holds: the submitters call for more as they empty
+        # it. A full batch found counts even if other managers took some of it first:
+        # otherwise this one would wait for its timer while actions are still READY.
+        self.backlog = seen >= room
         return self.backlog
 
-    async def claim(self, limit: int) -> list[ActionDoc]:
+    async def claim(self, limit: int) -> tuple[list[ActionDoc], int]:
+        """The actions taken, and how many were found to take."""
         stale = time.time() - self.settings.stale_after
         store, fields = self.ctx.store, {"lease_at": 1, "state": 1}
         candidates = await acts.in_state(store, A.READY, fields=fields, sort="updated_at", limit=limit)
@@ -166,7 +169,7 @@ class ActionManager:
             res = await self.take(c["_id"], c["state"], c.get("lease_at"))
             if res is not None:
                 out.append(res)
-        return out
+        return out, len(candidates)
 
     async def take(self, action_id: str, state: A, lease_at: float | None = None) -> ActionDoc | None:
         """READY (or a stale PROCESSING lease) -> PROCESSING, ours: one guarded move."""
