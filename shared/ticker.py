@@ -11,6 +11,11 @@ from pymongo.errors import ConnectionFailure
 log = logging.getLogger(__name__)
 
 
+# How close together the events that wake a summary step (one whose work does not grow
+# with the events: a usage total, a scan for marked datasets) share one run of it.
+SUMMARY_COALESCE = 0.25
+
+
 class Ticker:
     """``coalesce``: pokes that come sooner than this after the last wake share one wake,
     that many seconds after it: for a step whose work does not grow with the events that

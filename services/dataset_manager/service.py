@@ -26,14 +26,11 @@ from shared.storage.base import ATTEMPTS_DIR
 from shared.storage.verification import Level
 from shared.store import actions as acts
 from shared.store import datasets as ds
-from shared.ticker import Ticker, cancel_all, forever
+from shared.ticker import SUMMARY_COALESCE, Ticker, cancel_all, forever
 
 log = logging.getLogger(__name__)
 D = DatasetState
 UNCLAIMED = {"claims": {"$size": 0}}
-# Finished actions (each may have freed a marked dataset) closer together than this share
-# one scrape: a scrape asks for every unclaimed marked dataset at once.
-WAKE_COALESCE = 0.25
 # Datasets the reconcile sweep reads and checks per batch, and what it reads of each.
 RECONCILE_CHUNK = 200
 RECONCILE_FIELDS = {"state": 1, "path": 1, "size": 1, "files": 1, "checksum": 1, "producers": 1, "updated_at": 1}
@@ -48,7 +45,8 @@ class DatasetManager:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(self.settings.queue_size)
         self.mover = ctx.mover(self.name)
-        self.ticker = Ticker(self.settings.scrape_interval, coalesce=WAKE_COALESCE)
+        # A scrape asks for every unclaimed marked dataset, however many finished actions woke it.
+        self.ticker = Ticker(self.settings.scrape_interval, coalesce=SUMMARY_COALESCE)
         self.sweep_ticker = Ticker(self.settings.orphan_sweep_interval)
         self.reconcile_ticker = Ticker(self.settings.reconcile_interval)
         self.tasks: list[asyncio.Task] = []

@@ -27,13 +27,10 @@ from shared.runtime import Context
 from shared.states import DatasetState
 from shared.store import actions as acts
 from shared.store import datasets as ds
-from shared.ticker import Ticker, cancel_all, forever
+from shared.ticker import SUMMARY_COALESCE, Ticker, cancel_all, forever
 
 log = logging.getLogger(__name__)
 D = DatasetState
-# Stored datasets arriving closer together than this share one run: a run reads the usage
-# total whatever the number of datasets that woke it (a chain stores one every few ms).
-WAKE_COALESCE = 0.25
 
 
 async def take_lease(ctx: Context, name: str, owner: str, seconds: float) -> bool:
@@ -61,7 +58,8 @@ class DecisionService:
         self.algorithm = get_algorithm(self.settings.algorithm)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.mover = ctx.mover(self.name)
-        self.ticker = Ticker(self.settings.decision_interval, coalesce=WAKE_COALESCE)
+        # A run reads the usage total however many stored datasets woke it (a chain stores one every few ms).
+        self.ticker = Ticker(self.settings.decision_interval, coalesce=SUMMARY_COALESCE)
         self.tasks: list[asyncio.Task] = []
         self.counted_at = 0.0  # when the live actions were last counted for the gauge
 

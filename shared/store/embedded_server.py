@@ -79,13 +79,11 @@ async def serve(handler: object, sock: Path, lingering: Path) -> None:
     from nx_27017.server import handle_client_threaded
 
     loop = asyncio.get_running_loop()
-    open_now = 0
     changed = asyncio.Event()
+    # The open connections and their threads; only the loop's thread changes it.
     connections: dict[socket.socket, threading.Thread] = {}
 
     def closed(conn: socket.socket) -> None:
-        nonlocal open_now
-        open_now -= 1
         connections.pop(conn, None)
         changed.set()
 
@@ -103,11 +101,9 @@ async def serve(handler: object, sock: Path, lingering: Path) -> None:
     listener.setblocking(False)
 
     async def accept() -> None:
-        nonlocal open_now
         while True:
             conn, _ = await loop.sock_accept(listener)
             conn.setblocking(True)
-            open_now += 1
             connections[conn] = thread = threading.Thread(
                 target=client, args=(conn,), name="nx-27017 connection", daemon=True
             )
@@ -139,10 +135,12 @@ async def serve(handler: object, sock: Path, lingering: Path) -> None:
         told = False
         while not now.is_set():
             await asyncio.sleep(IDLE_GRACE)
-            if open_now == 0:
+            if not connections:
                 break
             if not told:
-                log.info("asked to stop; %d connections of other processes open: serving until they close", open_now)
+                log.info(
+                    "asked to stop; %d connections of other processes open: serving until they close", len(connections)
+                )
                 await asyncio.to_thread(lingering.write_text, str(os.getpid()))
                 told = True
             changed.clear()
