@@ -94,12 +94,12 @@ class CallbackService:
             CALLBACKS.labels("refused").inc()
             return problems.problem(403, "wrong secret")
         CALLBACKS.labels("accepted").inc()
-        task = asyncio.create_task(self.confirm(action, request.query.get("jobId"), request.query.get("status")))
+        task = asyncio.create_task(self.confirm(action, request.query.get("jobId")))
         self.pending.add(task)
         task.add_done_callback(self.pending.discard)
         return web.json_response({"ok": True})
 
-    async def confirm(self, action: ActionDoc, job_id: str | None, said: str | None = None) -> None:
+    async def confirm(self, action: ActionDoc, job_id: str | None) -> None:
         action_id = action["_id"]
         try:
             if action.get("job_handed_to"):
@@ -109,7 +109,7 @@ class CallbackService:
                 action = await self.job_recorded(action)
             if action is None or (job_id and action.get("job_id") and job_id != action["job_id"]):
                 return  # a late notification about an earlier attempt
-            await self.outcomes.check(action, said)
+            await self.outcomes.check(action)
         except Exception:
             log.exception("confirming a callback for %s failed; the poller will retry", action_id)
 

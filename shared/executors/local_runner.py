@@ -29,7 +29,6 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +38,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from shared.config import Settings
-from shared.executors.child_process import Child
 from shared.executors.local_job import HEARTBEAT_EVERY, KILL_GRACE, beat, ending, notify, try_slot, write_status
 from shared.logs import configure_logging
 
@@ -79,7 +77,7 @@ class Job:
     dir: Path
     notify_url: str
     request: dict[str, Any]
-    proc: Child | None = None
+    proc: asyncio.subprocess.Process | None = None
     slot: IO[str] | None = None
     killed_at: float | None = None
     # Why the runner itself stopped the job, if it did (its end is FAILED with this).
@@ -160,19 +158,19 @@ class Runner:
                 self.queue.popleft()
                 job.slot = slot
                 try:
-                    self.start(job)
+                    await self.start(job)
                 except Exception as exc:  # the runner's own fault: this job fails, the others go on
                     log.exception("starting job %s failed", job.dir.name)
                     self.finish(job, "FAILED", f"the local job runner failed: {type(exc).__name__}: {exc}")
 
-    def start(self, job: Job) -> None:
+    async def start(self, job: Job) -> None:
         argv = job.request["argv"]
         started = time.time()
         out, err = output_files(job.dir)
         try:
-            job.proc = Child(
-                argv, cwd=job.request["cwd"], env=job.request["env"], stdout=out, stderr=err,
-                stdin=subprocess.DEVNULL, umask=self.job_umask,
+            job.proc = await asyncio.create_subprocess_exec(
+                *argv, cwd=job.request["cwd"], env=job.request["env"], stdout=out, stderr=err,
+                stdin=asyncio.subprocess.DEVNULL, umask=self.job_umask,
             )  # fmt: skip
         except Exception as exc:  # OSError, and ValueError for a NUL or an "=" the OS cannot take
             program = repr(argv[0]) if argv else "an empty command"

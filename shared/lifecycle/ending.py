@@ -44,8 +44,6 @@ KILL_CONCURRENCY = 16
 NO_JOB = [A.WAITING, A.READY, A.PROCESSING, A.RETRYING]
 # What a workflow's kill ends in bulk: no job, or only another's job to wait for.
 KILLED_IN_BULK = [*NO_JOB, A.FOLLOWING]
-# What an executor reports of a job that has ended.
-ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED)
 
 
 @dataclass
@@ -66,46 +64,14 @@ class Outcomes:
     def __post_init__(self) -> None:
         self.following = Following(self, self.takeover_retries)
 
-    async def check(self, action: ActionDoc, said: str | None = None) -> None:
-        """Ask the executor about one SUBMITTED/RUNNING action and act on its answer.
-
-        ``said``: the state a notification named. If it names an end, the finish lease
-        (and, for a success, the dataset) is asked for while the executor is asked, not
-        after: a chain's hop waits for both (docs/performance.md). The executor's word
-        still decides; a lease taken for a job it says is still running is given back."""
+    async def check(self, action: ActionDoc) -> None:
+        """Ask the executor about one SUBMITTED/RUNNING action and act on its answer."""
         if action["state"] not in (A.SUBMITTED, A.RUNNING) or not action.get("job_id") or action.get("job_handed_to"):
             return  # nothing to ask; or its job is its successor's now
-        if said not in ENDED:
-            await self.apply(action, await self.executor.status(action["job_id"]))
-            return
-        early = asyncio.ensure_future(self._lease(action, said == JobState.SUCCEEDED))
-        try:
-            status = await self.executor.status(action["job_id"])
-        except BaseException:
-            await self._give_back(action, early)
-            raise
-        if status.state not in ENDED:
-            await self._give_back(action, early)
-        await self.apply(action, status, early if status.state in ENDED else None)
+        status = await self.executor.status(action["job_id"])
+        await self.apply(action, status)
 
-    async def _lease(self, action: ActionDoc, with_dataset: bool) -> tuple[str, ActionDoc | None, dict | None]:
-        """The finish lease: its token, the action as the lease found it (None: not
-        taken) and, ``with_dataset``, its dataset, read beside the lease."""
-        token = uuid.uuid4().hex
-        lease = acts.take_finish_lease(self.store, action, token, time.time(), self.finish_lease)
-        if with_dataset and action.get("managed") and action.get("hash"):
-            leased, dataset = await asyncio.gather(lease, ds.get(self.store, action["hash"]))
-            return token, leased, dataset
-        return token, await lease, None
-
-    async def _give_back(self, action: ActionDoc, early: asyncio.Future) -> None:
-        token, leased, _ = await early
-        if leased is not None:
-            await acts.drop_finish_lease(self.store, action["_id"], token)
-
-    async def apply(self, action: ActionDoc, status: JobStatus, early: asyncio.Future | None = None) -> None:
-        """Act on the executor's answer. ``early``: the finish lease asked for already
-        (``check``), for an answer that the job ended."""
+    async def apply(self, action: ActionDoc, status: JobStatus) -> None:
         job = {"job_id": action["job_id"]}
         if status.state == JobState.RUNNING and action["state"] == A.SUBMITTED:
             started = status.started_at or time.time()
@@ -114,11 +80,18 @@ class Outcomes:
                 action["_id"], A.RUNNING, by=self.by, sources=[A.SUBMITTED], where=job,
                 set={"started_at": started, **({"timeout_at": started + float(timeout)} if timeout else {})},
             )  # fmt: skip
-        elif status.state in ENDED:
+        elif status.state in (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED):
             # Duplicated notifications and the poller may report the same end at once, from
             # any replica: one of them finishes the action, under a lease that a crash expires.
-            # What committing checks first (the dataset) is read beside the lease.
-            token, leased, dataset = await (early or self._lease(action, status.state == JobState.SUCCEEDED))
+            token = uuid.uuid4().hex
+            lease = acts.take_finish_lease(self.store, action, token, time.time(), self.finish_lease)
+            dataset = None
+            if status.state == JobState.SUCCEEDED and action.get("managed") and action.get("hash"):
+                # What committing checks first, read beside the lease rather than after it:
+                # a chain's hop waits for both (issue 10).
+                leased, dataset = await asyncio.gather(lease, ds.get(self.store, action["hash"]))
+            else:
+                leased = await lease
             if leased is None:
                 return
             action, moved = leased, None  # finished from the document as the lease found it

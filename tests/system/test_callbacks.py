@@ -56,22 +56,3 @@ async def test_repeated_and_late_callbacks_change_nothing(system: Api) -> None:
         sorted([(d["_id"], d["compute_count"], len(decode(d)["history"])) async for d in system.db.datasets.find()])
         == datasets_before
     )
-
-
-async def test_an_end_announced_early_leaves_the_action_to_its_real_end(system: Api) -> None:
-    # A notification naming an end has the finish lease asked for beside the executor's
-    # answer; while the job still runs, the lease is given back and nothing moves.
-    plan = await system.submit({"name": "early", "actions": [shell_action(1, "cb-early", seconds=1.5)]})
-    aid = plan["actions"][0]["id"]
-    doc = None
-    while doc is None or not doc.get("job_id"):
-        await asyncio.sleep(0.05)
-        doc = await system.db.actions.find_one({"_id": aid})
-    for state in ("SUCCEEDED", "FAILED"):
-        status, _ = await callback(system, aid, secret=doc["secret"], jobId=doc["job_id"], status=state)
-        assert status == 200
-    await asyncio.sleep(0.3)
-    doc = await system.db.actions.find_one({"_id": aid})
-    assert doc["state"] in ("SUBMITTED", "RUNNING") and doc["attempt"] == 1 and not doc.get("finish_lease_at")
-    wf = await system.wait(plan["id"])
-    assert wf["state"] == "SUCCEEDED" and wf["actions"][0]["state"] == "FINISHED"
