@@ -17,6 +17,7 @@ simulator (gate over an in-memory set), so both decide identically.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -64,13 +65,21 @@ class PlannedAction:
 
 
 async def plan(
-    spec: WorkflowSpec, hashes: dict[ActionId, str], gate: DatasetGate, fingerprints: dict[ActionId, str] | None = None
+    spec: WorkflowSpec,
+    hashes: dict[ActionId, str],
+    gate: DatasetGate,
+    fingerprints: dict[ActionId, str] | None = None,
+    concurrency: int = 1,
 ) -> dict[ActionId, PlannedAction]:
+    """Every action's decision. ``concurrency`` > 1: up to that many actions ask the gate
+    at once (each store claim is a round trip); an action still waits for its children,
+    and for an earlier action of the same hash, so the plan is the one made one by one."""
     g = spec.graph()
     by_id = spec.by_id()
     out: dict[ActionId, PlannedAction] = {}
     computing: dict[str, ActionId] = {}  # hash -> the action of this workflow computing it
-    for aid in reversed(list(nx.topological_sort(g))):
+
+    async def decide(aid: ActionId) -> None:
         a = by_id[aid]
         children = sorted(g.successors(aid), key=id_order)
         computed_children = [c for c in children if out[c].computed]
@@ -96,4 +105,31 @@ async def plan(
         if decision == "compute" and a.isManaged:
             computing.setdefault(hashes[aid], aid)
         out[aid] = PlannedAction(a, hashes[aid], lineage, leaf, decision, reason, children, follows, follows_local)
-    return out
+
+    order = list(reversed(list(nx.topological_sort(g))))  # children first
+    if concurrency <= 1:
+        for aid in order:
+            await decide(aid)
+        return out
+    # What each decision reads of the others: its children's, and (``computing``) those
+    # of the earlier actions of its hash.
+    done = {aid: asyncio.Event() for aid in order}
+    before: dict[ActionId, ActionId] = {}
+    last_of: dict[str, ActionId] = {}
+    for aid in order:
+        if (prev := last_of.get(hashes[aid])) is not None:
+            before[aid] = prev
+        last_of[hashes[aid]] = aid
+    slots = asyncio.Semaphore(concurrency)
+
+    async def in_turn(aid: ActionId) -> None:
+        for other in [*g.successors(aid), *([before[aid]] if aid in before else [])]:
+            await done[other].wait()
+        async with slots:
+            await decide(aid)
+        done[aid].set()
+
+    async with asyncio.TaskGroup() as tasks:
+        for aid in order:
+            tasks.create_task(in_turn(aid))
+    return {aid: out[aid] for aid in order}

@@ -35,6 +35,10 @@ from shared.ticker import cancel_all
 from shared.workflow_spec import ActionId, ActionSpec, Violation, WorkflowSpec
 
 log = logging.getLogger(__name__)
+# Actions whose claims are asked of the store at once while planning: a resubmission whose
+# every action is reused, or follows another workflow's, costs a round trip per action
+# (docs/performance.md, "Submitting").
+PLANNING_CONCURRENCY = 16
 A, D, W = ActionState, DatasetState, WorkflowState
 BY = "workflow_manager"
 # Distinct last-use instants of the datasets one workflow computes, in plan order. Wider
@@ -139,7 +143,20 @@ class StoreGate:
     async def try_reuse(self, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> bool:
         if h not in self.known or not await self.present(self.known[h]):
             return False
-        ok = await ds.try_reuse(self.ctx.store, h, lineage, [self.action_id(c) for c in claimants], leaf, BY)
+        doc = self.known[h]
+        if doc["state"] not in DATASET_REUSABLE:
+            # Not reusable as the batch read found it, but it may have been stored since:
+            # read once more (what ``follow`` then claims from, rather than reading again).
+            fresh = await ds.get(self.ctx.store, h)
+            if fresh is None:
+                return False
+            self.known[h] = doc = fresh
+            if doc["state"] not in DATASET_REUSABLE or not await self.present(doc):
+                return False
+            doc = self.known[h]
+        # Claimed from the document in hand: the claim is guarded by the state it shows.
+        claimants_ids = [self.action_id(c) for c in claimants]
+        ok = await ds.try_reuse(self.ctx.store, h, lineage, claimants_ids, leaf, BY, seen=doc)
         if ok:
             self.claimed.append(h)
         return ok
@@ -155,7 +172,9 @@ class StoreGate:
         return await self.follow(aid, h, lineage, claimants, leaf)
 
     async def follow(self, aid: ActionId, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> str | None:
-        doc = await ds.claim_in_flight(self.ctx.store, h, [self.action_id(c) for c in claimants], leaf, BY)
+        doc = await ds.claim_in_flight(
+            self.ctx.store, h, [self.action_id(c) for c in claimants], leaf, BY, seen=self.known.get(h)
+        )
         if doc is None or not ds._lineage_matches(doc, lineage):
             return None
         for producer in doc.get("producers", []):
@@ -348,7 +367,7 @@ async def plan_and_write(
     async with PlanningLease(ctx, wf_id, token) as lease:
         try:
             gate = StoreGate(ctx, wf_id, await ds.get_many(store, list(hashes.values())))
-            planned = await plan(spec, hashes, gate, prints)
+            planned = await plan(spec, hashes, gate, prints, concurrency=PLANNING_CONCURRENCY)
             output_of = {
                 aid: paths.get(aid, {}).get("output_path") or posixpath.join(ctx.storage.root, p.hash)
                 for aid, p in planned.items()

@@ -36,15 +36,28 @@ async def get(store: Store, h: str) -> dict[str, Any] | None:
     return decode(await store.datasets.find_one({"_id": h}))
 
 
-async def try_reuse(store: Store, h: str, lineage: dict[str, Any], claimants: list[str], leaf: bool, by: str) -> bool:
+async def try_reuse(
+    store: Store,
+    h: str,
+    lineage: dict[str, Any],
+    claimants: list[str],
+    leaf: bool,
+    by: str,
+    seen: dict[str, Any] | None = None,
+) -> bool:
     """Claim a stored dataset for ``claimants`` atomically; False means compute instead.
 
     A dataset marked for deletion whose file is still whole is taken back (revived)
     rather than deleted and computed again. A leaf that reuses a STORED dataset
     promotes it to LEAF so the decision algorithm can never choose it.
+    ``seen``: the dataset as read earlier, to claim from without reading it again: the
+    claim is guarded by the state it shows, and a state that changed since, or one that
+    does not allow the claim, is read again.
     """
-    for _ in range(3):
-        doc = await get(store, h)
+    for attempt in range(3):
+        # A ``seen`` that is not reusable may be out of date: only the store says it is not.
+        use_seen = attempt == 0 and seen is not None and seen["state"] in DATASET_REUSABLE
+        doc = seen if use_seen else await get(store, h)
         if doc is None or doc["state"] not in DATASET_REUSABLE or not _lineage_matches(doc, lineage):
             return False
         state = doc["state"]
@@ -78,13 +91,16 @@ async def try_reuse(store: Store, h: str, lineage: dict[str, Any], claimants: li
 IN_FLIGHT = frozenset({D.TO_STORE, D.TO_LEAF})
 
 
-async def claim_in_flight(store: Store, h: str, claimants: list[str], leaf: bool, by: str) -> dict[str, Any] | None:
+async def claim_in_flight(
+    store: Store, h: str, claimants: list[str], leaf: bool, by: str, seen: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     """Claim a dataset being computed for ``claimants`` (the children of an action that
     will follow its computation); a leaf follower makes it a LEAF. The claims come
     before the follow, so the output is protected from the moment it is stored. The
-    document back (None: it is no longer being computed)."""
-    for _ in range(3):
-        doc = await get(store, h)
+    document back (None: it is no longer being computed). ``seen``: as in ``try_reuse``."""
+    for attempt in range(3):
+        use_seen = attempt == 0 and seen is not None and seen["state"] in IN_FLIGHT and seen.get("producers")
+        doc = seen if use_seen else await get(store, h)
         if doc is None or doc["state"] not in IN_FLIGHT or not doc.get("producers"):
             return None
         state = doc["state"]

@@ -4,6 +4,7 @@ computation in flight"): what follows, and what it means for the rest of the pla
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any
 
 from shared.hashing import workflow_hashes
@@ -78,3 +79,53 @@ def test_forced_and_unmanaged_actions_never_follow():
     body["actions"][1] |= {"isManaged": False, "outputPath": "features"}
     out, _ = planned(body, InFlight({hashes[2]: "wf-other.2"}))
     assert out[2].reason == "unmanaged"
+
+
+class Shuffled:
+    """Some datasets stored, some in flight; each answer takes a random while, so claims
+    asked at once come back in any order."""
+
+    def __init__(self, stored: set[str], computing: dict[str, str], seed: int) -> None:
+        self.stored, self.computing = stored, computing
+        self.rng = random.Random(seed)
+        self.at_once = self.most_at_once = 0
+
+    async def answer(self) -> None:
+        self.at_once += 1
+        self.most_at_once = max(self.most_at_once, self.at_once)
+        await asyncio.sleep(self.rng.random() / 1000)
+        self.at_once -= 1
+
+    async def try_reuse(self, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> bool:
+        await self.answer()
+        return h in self.stored
+
+    async def try_follow(self, aid: ActionId, h: str, lineage: dict, claimants: list, leaf: bool) -> str | None:
+        await self.answer()
+        return self.computing.get(h)
+
+
+def test_claims_asked_at_once_make_the_plan_made_one_by_one():
+    # Layers of identical and distinct actions, several sharing a hash, some stored, some
+    # in flight elsewhere: the decisions, and which twin computes, do not depend on the
+    # order in which concurrent claims answer.
+    rng = random.Random(7)
+    actions = []
+    for i in range(1, 121):
+        parents = rng.sample(range(max(1, i - 12), i), k=min(i - 1, rng.randint(0, 3))) if i > 1 else []
+        actions.append(act(i, f"step-{rng.randint(0, 40)}", parents))
+    for i in range(121, 181):  # twins: leaves in threes, asked about at the same moment
+        actions.append(act(i, f"twin-{(i - 121) // 3}", [1]))
+    spec, violations = parse_workflow({"name": "layers", "actions": actions})
+    assert spec is not None, violations
+    hashes = workflow_hashes(spec)
+    distinct = sorted(set(hashes.values()))
+    assert len(distinct) < len(actions)  # twins exist
+    stored, computing = set(distinct[::3]), {h: f"wf-other.{h[:6]}" for h in distinct[1::4]}
+    one_by_one = asyncio.run(plan(spec, hashes, Shuffled(stored, computing, 1)))
+    for seed in range(5):
+        gate = Shuffled(stored, computing, seed)
+        at_once = asyncio.run(plan(spec, hashes, gate, concurrency=8))
+        assert at_once == one_by_one
+        assert list(at_once) == list(one_by_one)
+        assert 1 < gate.most_at_once <= 8
