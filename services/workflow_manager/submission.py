@@ -147,16 +147,23 @@ class StoreGate:
         if doc["state"] not in DATASET_REUSABLE:
             # Not reusable as the batch read found it, but it may have been stored since:
             # read once more (what ``follow`` then claims from, rather than reading again).
-            fresh = await ds.get(self.ctx.store, h)
-            if fresh is None:
-                return False
-            self.known[h] = doc = fresh
-            if doc["state"] not in DATASET_REUSABLE or not await self.present(doc):
-                return False
-            doc = self.known[h]
+            return await self.reuse_now(h, lineage, claimants, leaf)
+        return await self._claim(h, doc, lineage, claimants, leaf)
+
+    async def reuse_now(self, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> bool:
+        """Reuse ``h`` if it is stored now, whatever the batch read found."""
+        fresh = await ds.get(self.ctx.store, h)
+        if fresh is None:
+            return False
+        self.known[h] = fresh
+        if fresh["state"] not in DATASET_REUSABLE or not await self.present(fresh):
+            return False
+        return await self._claim(h, self.known[h], lineage, claimants, leaf)
+
+    async def _claim(self, h: str, doc: dict[str, Any], lineage: dict, claimants: list[ActionId], leaf: bool) -> bool:
         # Claimed from the document in hand: the claim is guarded by the state it shows.
-        claimants_ids = [self.action_id(c) for c in claimants]
-        ok = await ds.try_reuse(self.ctx.store, h, lineage, claimants_ids, leaf, BY, seen=doc)
+        ids = [self.action_id(c) for c in claimants]
+        ok = await ds.try_reuse(self.ctx.store, h, lineage, ids, leaf, BY, seen=doc)
         if ok:
             self.claimed.append(h)
         return ok
@@ -290,10 +297,18 @@ async def prepare_datasets(
     for aid in one_by_one:
         p = planned[aid]
         computed_children = [c for c in p.children if planned[c].computed]
+        followed_here = any(o.follows_local == aid for o in planned.values())
+        if not (p.leaf or computed_children or followed_here or p.spec.forceComputation):
+            continue  # what it fed follows or reuses now: drop_unneeded skips it
         # A concurrent planner got there first (its dataset is in flight now): follow it.
         if not p.spec.forceComputation and (producer := await gate.follow(aid, p.hash, p.lineage,
                                                                           computed_children, p.leaf)):  # fmt: skip
             planned[aid] = dataclasses.replace(p, decision="reuse", reason="in_flight", follows=producer)
+            converted.append(aid)
+            continue
+        # Or that computation has ended since this one was planned, and stored the dataset:
+        # reuse it, with the identical actions of this workflow that were to follow this one.
+        if not p.spec.forceComputation and await reuse_instead(gate, planned, aid):
             converted.append(aid)
             continue
         readers = [gate.action_id(c) for c in computed_children]
@@ -305,6 +320,20 @@ async def prepare_datasets(
             await ds.add_claims(ctx.store, h, readers)
     if converted:
         await drop_unneeded(ctx, gate, planned, converted)
+
+
+async def reuse_instead(gate: StoreGate, planned: dict[ActionId, PlannedAction], aid: ActionId) -> bool:
+    """Reuse what a concurrent computation stored since ``aid`` was planned to compute it:
+    ``aid`` and the identical actions of this workflow that were to follow it become
+    REUSED, their computed children's claims taken in one write. False: not stored."""
+    p = planned[aid]
+    local = [q for q, o in planned.items() if o.follows_local == aid]
+    readers = [c for a in (aid, *local) for c in planned[a].children if planned[c].computed]
+    if not await gate.reuse_now(p.hash, p.lineage, readers, any(planned[a].leaf for a in (aid, *local))):
+        return False
+    for a in (aid, *local):
+        planned[a] = dataclasses.replace(planned[a], decision="reuse", reason="stored", follows_local=None)
+    return True
 
 
 async def drop_unneeded(

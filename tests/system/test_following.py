@@ -14,7 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from shared.store import actions as acts
+from shared.store import datasets as ds
 from tests.support.following import action, failed_runs, kill, logging_conf, producer_and_followers, running, runs
 from tests.support.following import sweep_member as shared_sweep_member
 from tests.support.system import Api
@@ -49,6 +52,49 @@ async def test_twenty_concurrent_workflows_sharing_a_root_and_a_middle_compute_e
     # Nothing is left claimed: every reader released what it read.
     middle = await system.db.datasets.find_one({"_id": action(computed[0], 2)["hash"]})
     assert middle["state"] == "STORED" and middle["claims"] == [] and middle["producers"] == []
+
+
+async def test_planners_slower_than_the_computation_they_raced_reuse_what_it_stored(
+    system: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Four planners read the store before any of them wrote: each plans to compute the
+    # shared root and middle. The first writes at once; the others write only once the
+    # first's middle is stored (as a loaded gateway might), so they can no longer follow
+    # it: they reuse what it stored, and their roots, which only fed it, are skipped.
+    get_many, create_many = ds.get_many, ds.create_many
+    read, all_read, writes = 0, asyncio.Event(), 0
+
+    async def together(store: Any, hashes: list[str]) -> dict:
+        nonlocal read
+        found = await get_many(store, hashes)
+        read += 1
+        if read == 4:
+            all_read.set()
+        if read <= 4:  # the planners' batch reads: none writes before all four have read
+            await asyncio.wait_for(all_read.wait(), 60)
+        return found
+
+    async def late(store: Any, docs: list[dict]) -> set[str]:
+        nonlocal writes
+        middle = next((d["_id"] for d in docs if d["producers"][0].endswith(".2")), None)
+        writes += middle is not None
+        if middle is not None and writes > 1:
+            deadline = time.time() + 60
+            while (doc := await ds.get(store, middle)) is None or doc["state"] != "STORED":
+                assert time.time() < deadline, f"the first workflow's middle was never stored: {doc}"
+                await asyncio.sleep(0.05)
+        return await create_many(store, docs)
+
+    monkeypatch.setattr(ds, "get_many", together)
+    monkeypatch.setattr(ds, "create_many", late)
+    log = tmp_path / "exec.log"
+    plans = await asyncio.gather(*(system.submit(sweep_member(log, "late", i)) for i in range(4)))
+    done = await asyncio.gather(*(system.wait(p["id"], timeout=120) for p in plans))
+    assert [w["state"] for w in done] == ["SUCCEEDED"] * 4
+    assert runs(log, "late-ingest") == 1 and runs(log, "late-features") == 1
+    assert all(runs(log, f"late-train-{i}") == 1 for i in range(4))
+    shared = sorted((action(w, 1)["state"], action(w, 2)["state"], action(w, 2)["reason"]) for w in done)
+    assert shared == [("FINISHED", "FINISHED", "not_stored")] + [("SKIPPED", "REUSED", "stored")] * 3
 
 
 async def test_a_workflow_submitted_while_the_shared_action_runs_follows_it(system: Api, tmp_path: Path) -> None:
