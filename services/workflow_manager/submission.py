@@ -283,8 +283,10 @@ async def prepare_datasets(
             )
     # An action following an identical one of this workflow: its children read what that
     # one computes, claimed with the rest.
-    for p in planned.values():
+    local_followers: dict[ActionId, list[ActionId]] = {}
+    for q, p in planned.items():
         if p.follows_local is not None:
+            local_followers.setdefault(p.follows_local, []).append(q)
             readers, leaf = late_claims.get(p.hash, ([], False))
             late_claims[p.hash] = (
                 readers + [gate.action_id(c) for c in p.children if planned[c].computed],
@@ -297,8 +299,7 @@ async def prepare_datasets(
     for aid in one_by_one:
         p = planned[aid]
         computed_children = [c for c in p.children if planned[c].computed]
-        followed_here = any(o.follows_local == aid for o in planned.values())
-        if not (p.leaf or computed_children or followed_here or p.spec.forceComputation):
+        if not (p.leaf or computed_children or aid in local_followers or p.spec.forceComputation):
             continue  # what it fed follows or reuses now: drop_unneeded skips it
         # A concurrent planner got there first (its dataset is in flight now): follow it.
         if not p.spec.forceComputation and (producer := await gate.follow(aid, p.hash, p.lineage,
@@ -308,7 +309,7 @@ async def prepare_datasets(
             continue
         # Or that computation has ended since this one was planned, and stored the dataset:
         # reuse it, with the identical actions of this workflow that were to follow this one.
-        if not p.spec.forceComputation and await reuse_instead(gate, planned, aid):
+        if not p.spec.forceComputation and await reuse_instead(gate, planned, aid, local_followers.get(aid, [])):
             converted.append(aid)
             continue
         readers = [gate.action_id(c) for c in computed_children]
@@ -322,12 +323,13 @@ async def prepare_datasets(
         await drop_unneeded(ctx, gate, planned, converted)
 
 
-async def reuse_instead(gate: StoreGate, planned: dict[ActionId, PlannedAction], aid: ActionId) -> bool:
+async def reuse_instead(
+    gate: StoreGate, planned: dict[ActionId, PlannedAction], aid: ActionId, local: list[ActionId]
+) -> bool:
     """Reuse what a concurrent computation stored since ``aid`` was planned to compute it:
-    ``aid`` and the identical actions of this workflow that were to follow it become
-    REUSED, their computed children's claims taken in one write. False: not stored."""
+    ``aid`` and ``local``, the identical actions of this workflow that were to follow it,
+    become REUSED, their computed children's claims taken in one write. False: not stored."""
     p = planned[aid]
-    local = [q for q, o in planned.items() if o.follows_local == aid]
     readers = [c for a in (aid, *local) for c in planned[a].children if planned[c].computed]
     if not await gate.reuse_now(p.hash, p.lineage, readers, any(planned[a].leaf for a in (aid, *local))):
         return False
