@@ -21,6 +21,7 @@ under 2 % of a core).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import sys
@@ -30,14 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from devserver import dev_server
-from peers import birth_times, hop_figures, hops, noop, pids_with, run_workflow
+from peers import birth_times, hop_figures, hops, noop, pids_with, process_cpu, run_workflow
 from pymongo import MongoClient
 
 from shared.store.embedded import EmbeddedMongo
 
 TEMPLATE_CHAINS, TEMPLATE_LENGTH = 10, 10
 INSERT_BATCH = 5000
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def say(message: str) -> None:
@@ -45,14 +45,11 @@ def say(message: str) -> None:
 
 
 def cpu_seconds(pids: list[int]) -> float:
-    total = 0
+    total = 0.0
     for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / TICKS
+        with contextlib.suppress(OSError):
+            total += process_cpu(pid)[0]
+    return total
 
 
 def measure(base: str, data: Path, chain_n: int, indep_n: int, idle: float, label: str) -> dict[str, float]:

@@ -35,7 +35,7 @@ import uuid
 from pathlib import Path
 
 from devserver import ROOT, dev_server
-from peers import birth_times, noop, pids_with, processes_server, run_workflow
+from peers import birth_times, noop, pids_with, process_cpu, processes_server, run_workflow
 
 TRACE_ENV = "HOP_PROFILE_TRACE"  # not PINGO_*: the servers' starters drop those
 
@@ -92,21 +92,17 @@ PROCESS_KINDS = {  # what a process's command line holds -> how the report names
 }
 
 
-def cpu_seconds(pid: int) -> tuple[float, float]:
-    """A process's own CPU and that of the children it has waited for (the jobs, for the runner)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
-
-
 def cpu_by_kind(data: Path) -> dict[str, tuple[float, float]]:
     out: dict[str, tuple[float, float]] = {}
     for marker, kind in PROCESS_KINDS.items():
         for pid in pids_with(marker):
-            if marker == "local_runner" and str(data) not in Path(f"/proc/{pid}/cmdline").read_text(errors="replace"):
-                continue  # another run's runner, lingering
             with contextlib.suppress(OSError):
-                own, children = cpu_seconds(pid)
+                # This run's: its data folder in the command line (store, runner) or in
+                # PINGO_DATA_DIR (the services); not another run's, lingering.
+                seen = Path(f"/proc/{pid}/cmdline").read_bytes() + Path(f"/proc/{pid}/environ").read_bytes()
+                if str(data).encode() not in seen:
+                    continue
+                own, children = process_cpu(pid)
                 was = out.get(kind, (0.0, 0.0))
                 out[kind] = (was[0] + own, was[1] + children)
     return out

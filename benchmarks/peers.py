@@ -403,6 +403,16 @@ def run_pingo(
     return chain, Outcome(wall, [], runner_rss=rss.peak_mb)
 
 
+def process_cpu(pid: int) -> tuple[float, float]:
+    """A process's CPU seconds so far (/proc/<pid>/stat): its own, and those of the children
+    it has waited for (a job runner's jobs). Raises OSError if it is gone."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick, (
+        int(fields[13]) + int(fields[14])
+    ) / tick  # utime+stime, cutime+cstime
+
+
 def pids_with(*markers: str) -> list[int]:
     """The processes whose command line holds any of ``markers``."""
     found = []
