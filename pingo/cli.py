@@ -257,7 +257,7 @@ async def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
-    from pingo.dev import all_services, taken_ports
+    from pingo.dev import all_services, other_storage, port_conflict, taken_ports
     from shared.runtime import configure_logging, load_settings, serve
 
     overrides: dict[str, Any] = {}
@@ -270,11 +270,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
     settings = load_settings(**overrides)
     configure_logging(settings.log_level, settings.log_format, "dev")
     if taken := taken_ports(settings):
-        fail(
-            f"dev: {' and '.join(taken)} already in use, by another pingo dev or another program; "
-            "give this one ports of its own: pingo dev --port N (callbacks on N+1)",
-            1,
-        )
+        fail(port_conflict(settings, taken, asyncio.run(other_storage(settings))), 1)
     print(
         f"pingo dev: gateway on http://{settings.host}:{settings.port}, callbacks on {settings.callback_url}, "
         f"data in {settings.data_dir.resolve()}",

@@ -16,7 +16,7 @@ from pingo.client import ApiError, Client
 from pingo.dev import all_services
 from pingo.display import watch
 from shared.config import Settings
-from shared.runtime import Context, configure_logging, running
+from shared.runtime import Context, Refused, configure_logging, running
 
 
 async def run_demo(args: argparse.Namespace) -> int:
@@ -33,7 +33,12 @@ async def run_demo(args: argparse.Namespace) -> int:
     url = f"http://{settings.host}:{settings.port}"
     rows = []
     ok = True
-    async with running(await Context.open(settings), all_services):
+    try:
+        ctx = await Context.open(settings)
+    except Refused as exc:  # the data dir's catalogue describes another storage
+        print(f"pingo demo: not starting: {exc}")
+        return 2
+    async with running(ctx, all_services):
         async with Client(url) as client:
             for run in (1, 2):
                 for f in files:

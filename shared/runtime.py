@@ -30,7 +30,9 @@ from shared.lifecycle.moves import Mover
 from shared.logs import configure_logging
 from shared.ops import OpsServer
 from shared.storage import Storage, make_storage
+from shared.storage.identity import StorageIdentity
 from shared.store import Store, connect
+from shared.store.catalogue import StorageMismatch, bind_storage
 from shared.store.client import UNREACHABLE as STORE_UNREACHABLE
 from shared.store.embedded import EmbeddedMongo
 
@@ -43,6 +45,13 @@ REACH_INITIAL, REACH_MAX = 0.5, 5.0
 def redact(url: str | None) -> str:
     """A URL fit for a log line: its password replaced."""
     return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url or "")
+
+
+def catalogue_name(settings: Settings) -> str:
+    """The catalogue the settings name, as a message shows it."""
+    if settings.mongo_url is None:
+        return f"the catalogue of PINGO_DATA_DIR={settings.data_dir.resolve()}"
+    return f"the catalogue in database {settings.mongo_db} of {redact(settings.mongo_url)}"
 
 
 async def until_reachable(
@@ -114,6 +123,10 @@ class Context:
                 lambda: connect(url, settings.mongo_db, timeout=settings.store_timeout),
                 STORE_UNREACHABLE,
             )
+            try:
+                await bind_storage(store, StorageIdentity.of(settings), catalogue_name(settings))
+            except StorageMismatch as exc:
+                raise Refused(str(exc)) from None
             bus = make_bus(settings)
             await until_reachable(f"the broker at {redact(settings.amqp_url)}", bus.start, bus.unreachable)
         except BaseException:
@@ -198,7 +211,7 @@ async def serve(services_of, settings: Settings | None = None) -> None:
     try:
         async with running(opening.result(), services_of):
             await stop.wait()
-    except Refused as exc:
+    except Refused as exc:  # opening (the catalogue's storage) or a service's start refused
         log.error("not starting: %s", exc)
         raise SystemExit(2) from None
 

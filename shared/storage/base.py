@@ -50,6 +50,8 @@ class Integrity:
 
 class Storage(Protocol):
     root: str
+    # Where its datasets live, as each records it at commit (``StorageIdentity.key``).
+    identity: str
 
     def normalize(self, root: str, path: str) -> str:
         """``path`` (absolute, or relative to ``root``) in canonical form: no ``..``, no links."""

@@ -87,8 +87,9 @@ def remove_tree(p: Path) -> None:
 
 
 class LocalStorage:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, identity: str | None = None) -> None:
         self.root = str(root)
+        self.identity = identity or f"local:{self.root}"
         Path(root, ATTEMPTS_DIR).mkdir(parents=True, exist_ok=True)
         # Content digests by (path, size, mtime): a folder of jars is read once, not per submission.
         self._digests: dict[tuple[str, int, int], str] = {}

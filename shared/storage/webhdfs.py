@@ -32,9 +32,10 @@ STAGING_PERMISSION = "1777"
 
 
 class WebHdfsStorage:
-    def __init__(self, hdfs: WebHdfs, root: str) -> None:
+    def __init__(self, hdfs: WebHdfs, root: str, identity: str | None = None) -> None:
         self.hdfs = hdfs
         self.root = posixpath.normpath(root)
+        self.identity = identity or f"webhdfs:{hdfs.base}{self.root}"
         self._staging_ready: set[str] = set()
 
     def normalize(self, root: str, path: str) -> str:
