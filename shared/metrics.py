@@ -67,6 +67,14 @@ CAPACITY_BYTES = Gauge("pingo_storage_capacity_bytes", "The managed storage capa
 THRESHOLD_BYTES = Gauge(
     "pingo_storage_threshold_bytes", "Usage past which a decision frees storage: PINGO_THRESHOLD x capacity."
 )
+RECONCILE_HELD = Gauge(
+    "pingo_reconcile_held",
+    "1 while the reconcile sweep holds back: its last run found an implausible share of datasets missing at once "
+    "(the storage looks unmounted or wrong, docs/planning.md) and marked none LOST; 0 after a run that did not.",
+)
+RECONCILE_HOLDS = Counter(
+    "pingo_reconcile_holds_total", "Reconcile sweeps that found an outage rather than losses, and marked nothing."
+)
 ACTIONS = Gauge(
     "pingo_actions",
     "Actions in each live state (counted up to 10,000 per state), as the decision lease holder last counted.",

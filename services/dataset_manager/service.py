@@ -1,6 +1,7 @@
 """The dataset manager (thesis section 3.6): scraper -> bounded queue -> deletors, the
 orphan sweep (files no dataset owns) and its mirror, the reconcile sweep (datasets whose
-files are gone or changed).
+files are gone or changed; it holds back when so many are at once that the storage
+looks unmounted or wrong, docs/planning.md, "The safety stop").
 
 A dataset with a claim is never moved past STORED_TO_DELETE: the scraper's guarded
 write and the deletor's both require ``claims`` to be empty, so a workflow that claims
@@ -19,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from shared.events import Event, EventType
-from shared.lifecycle.lost import check_whole
+from shared.lifecycle.lost import mark_lost
+from shared.metrics import RECONCILE_HELD, RECONCILE_HOLDS
 from shared.runtime import Context
 from shared.states import ACTION_IN_FLIGHT, DatasetState
 from shared.storage.base import ATTEMPTS_DIR
-from shared.storage.verification import Level
+from shared.storage.outage import SweepFindings, outage
+from shared.storage.verification import Level, Verdict, verify
 from shared.store import actions as acts
 from shared.store import datasets as ds
 from shared.ticker import SUMMARY_COALESCE, Ticker, cancel_all, forever
@@ -33,7 +36,9 @@ D = DatasetState
 UNCLAIMED = {"claims": {"$size": 0}}
 # Datasets the reconcile sweep reads and checks per batch, and what it reads of each.
 RECONCILE_CHUNK = 200
-RECONCILE_FIELDS = {"state": 1, "path": 1, "size": 1, "files": 1, "checksum": 1, "producers": 1, "updated_at": 1}
+RECONCILE_FIELDS = {
+    "state": 1, "path": 1, "size": 1, "files": 1, "checksum": 1, "producers": 1, "updated_at": 1, "storage": 1,
+}  # fmt: skip
 
 
 class DatasetManager:
@@ -190,13 +195,16 @@ class DatasetManager:
         return False
 
     async def reconcile(self) -> bool:
-        """The mirror of the orphan sweep: STORED and LEAF datasets whose files are gone or
-        changed, checked at the level of PINGO_VERIFY_REUSE (existence at least), move to
-        LOST. Their files are left alone: a reader may be on them, and the planner removes
-        a leftover before the dataset is computed again."""
+        """The mirror of the orphan sweep: STORED and LEAF datasets of this storage whose
+        files are gone or changed, checked at the level of PINGO_VERIFY_REUSE (existence at
+        least), move to LOST, unless so many are at once that the storage looks unmounted
+        or wrong: then none does (the safety stop, ``shared.storage.outage``). Their files
+        are left alone: a reader may be on them, and the planner removes a leftover before
+        the dataset is computed again."""
         level: Level = "exists" if self.settings.verify_reuse == "none" else self.settings.verify_reuse
-        store, started = self.ctx.store, time.monotonic()
-        checked = lost = 0
+        store, storage, started = self.ctx.store, self.ctx.storage, time.monotonic()
+        checked = other = 0
+        failed: list[tuple[dict[str, Any], Verdict]] = []
         for state in (D.STORED, D.LEAF):
             # Hashes first (equality on state: index-served), then the documents a chunk at a
             # time ($in on _id: index-served), fresh, so a dataset that moved meanwhile is skipped.
@@ -206,16 +214,41 @@ class DatasetManager:
                 for d in docs.values():
                     if d["state"] != state or d.get("producers"):
                         continue  # moved, or being recomputed (forced): its commit records it again
+                    # Only this storage's: one committed before datasets recorded it is the
+                    # catalogue's, and so this storage's (the catalogue's is checked at start).
+                    if d.get("storage") not in (None, storage.identity):
+                        other += 1
+                        continue
                     checked += 1
-                    # Guarded by its last move (and no producer): a change since it was read wins.
-                    where = {"updated_at": d.get("updated_at")}
-                    verdict, moved = await check_whole(self.ctx.storage, self.mover, d, level, where)
-                    if moved is not None:
-                        lost += 1
-                        log.warning("reconcile sweep: dataset %s %s; marked lost", d["_id"], verdict.describe(d))
+                    verdict = await verify(storage, d, level)
+                    if not verdict.ok:
+                        failed.append((d, verdict))
                 if len(hashes) > RECONCILE_CHUNK:
                     done = min(i + RECONCILE_CHUNK, len(hashes))
                     log.info("reconcile sweep: %s %d/%d checked", state, done, len(hashes))
+        if other:
+            log.info("reconcile sweep: %d datasets of another storage left alone", other)
+        if failed and (why := outage(await self.findings(checked, failed))):
+            RECONCILE_HELD.set(1)
+            RECONCILE_HOLDS.inc()
+            log.error(
+                "reconcile sweep held back: %s on %s, which looks like an outage (storage unmounted, wrong root or "
+                "NameNode) rather than lost data; nothing was marked LOST, trying again in %.0f s "
+                "(docs/planning.md, \"The safety stop\")", why, storage.identity, self.settings.reconcile_interval,
+            )  # fmt: skip
+            return False
+        RECONCILE_HELD.set(0)
+        lost = 0
+        for d, verdict in failed:
+            # Guarded by its last move (and no producer): a change since it was read wins.
+            if await mark_lost(self.mover, d, verdict, {"updated_at": d.get("updated_at")}) is not None:
+                lost += 1
+                log.warning("reconcile sweep: dataset %s %s; marked lost", d["_id"], verdict.describe(d))
         log.info("reconcile sweep (%s): %d datasets checked, %d lost, %.1f s", level, checked, lost,
                  time.monotonic() - started)  # fmt: skip
         return False
+
+    async def findings(self, checked: int, failed: list[tuple[dict[str, Any], Verdict]]) -> SweepFindings:
+        storage = self.ctx.storage
+        under_root = sum(1 for d, _ in failed if storage.inside(d["path"], [storage.root]))
+        return SweepFindings(checked, len(failed), under_root, not await storage.exists(storage.root))

@@ -162,7 +162,7 @@ class Outcomes:
                 await ds.record_output(
                     self.store, action["hash"], action["_id"], size, seconds, bool(action.get("leaf")), self.by,
                     files=found.files if found else None, checksum=found.checksum if found else None,
-                    owner=action.get("owner"), seen=current,
+                    owner=action.get("owner"), storage=self.storage.identity, seen=current,
                 )  # fmt: skip
             except ds.Deferred:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])

@@ -26,8 +26,15 @@ async def check_whole(
     verdict = await verify(storage, doc, level)
     if verdict.ok:
         return verdict, None
-    lost = await mover.dataset(
+    return verdict, await mark_lost(mover, doc, verdict, where)
+
+
+async def mark_lost(
+    mover: Mover, doc: dict[str, Any], verdict: Verdict, where: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """Move ``doc``, found not whole (``verdict``), to LOST from the state it was read in;
+    the LOST document, or None if it moved or gained a producer meanwhile."""
+    return await mover.dataset(
         doc["_id"], DatasetState.LOST, sources=[doc["state"]], where={"producers": {"$size": 0}, **(where or {})},
         set=verdict.lost_fields(), note="lost",
     )  # fmt: skip
-    return verdict, lost

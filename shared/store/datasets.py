@@ -308,12 +308,13 @@ class Deferred(Exception):
 async def record_output(
     store: Store, h: str, producer: str, size: int | None, seconds: float, leaf: bool, by: str,
     *, files: int | None = None, checksum: str | None = None, owner: str | None = None,
-    seen: dict[str, Any] | None = None,
+    storage: str | None = None, seen: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:  # fmt: skip
     """After a producer succeeded and its output was committed: STORED or LEAF, with stats
     and what its files were at commit (``size``, ``files``, ``checksum``: what a later
     verification compares against), and whose workflow made it (``owner``: its bytes are
-    attributed to them, docs/users.md).
+    attributed to them, docs/users.md), and where it lives (``storage``: the committing
+    storage's identity; the reconcile sweep judges only its own storage's datasets).
 
     ``seen``: the dataset as the producer read it before committing, which saves reading
     it again on a chain's hop (issue 10). The move is guarded by the state it was seen
@@ -327,7 +328,7 @@ async def record_output(
     counted = producer in doc.get("producers", [])
     committed = {
         "size": size, "files": files, "checksum": checksum, "committed_at": time.time(), "produced_by": producer,
-        "owner": owner,
+        "owner": owner, "storage": storage,
     }  # fmt: skip
     update: dict[str, Any] = {
         "set": committed,
@@ -350,7 +351,7 @@ async def record_output(
         return res
     if seen is not None:  # it moved since it was seen: from what it is now
         return await record_output(
-            store, h, producer, size, seconds, leaf, by, files=files, checksum=checksum, owner=owner
+            store, h, producer, size, seconds, leaf, by, files=files, checksum=checksum, owner=owner, storage=storage
         )
     return await get(store, h)
 
