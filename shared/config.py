@@ -105,6 +105,19 @@ class Settings(BaseSettings):
         default_factory=lambda: ["RS256", "ES256"], description="JWT signature algorithms accepted."
     )
     body_timeout: float = Field(30.0, gt=0, description="Seconds a client has to send a request body (408 after).")
+    header_timeout: float = Field(
+        20.0,
+        gt=0,
+        description="Seconds a connection to the gateway or the callback service may take to send a whole request "
+        "line and headers, or stay idle between requests, before it is closed (against slowloris).",
+    )
+    max_connections: int | None = Field(
+        None,
+        ge=1,
+        description="Connections a process's HTTP servers (gateway, callback service) hold at once; one more is "
+        "answered 503 with Retry-After and closed. Default: half the process's open-file limit (ulimit -n), at most "
+        "10000.",
+    )
     request_store_timeout: float = Field(
         3.0, gt=0, description="How long a gateway GET waits for a MongoDB it cannot reach, seconds (then 503)."
     )

@@ -117,19 +117,27 @@ def formatter(fmt: str) -> logging.Formatter:
     return JsonLines() if fmt == "json" else TextFormatter()
 
 
+THROTTLE_KEYS = 1000  # message templates a throttle remembers
+
+
 class Throttle(logging.Filter):
-    """One record per message template per ``period`` seconds. The AMQP client logs each
-    failed reconnection attempt (every second, per connection) during a broker outage."""
+    """One record per message template (and exception type) per ``period`` seconds; the
+    next one let through says how many were held back. The AMQP client logs each failed
+    reconnection attempt (every second, per connection) during a broker outage; a flood of
+    malformed requests or of connections over the gateway's cap would log one line each."""
 
     def __init__(self, period: float = 30.0) -> None:
         super().__init__()
         self.period = period
-        self._seen: dict[tuple[str, str], tuple[float, int]] = {}
+        self._seen: dict[tuple[str, str, str], tuple[float, int]] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        key = (record.name, str(record.msg))
+        exc = record.exc_info[1] if record.exc_info else None
+        key = (record.name, str(record.msg), type(exc).__name__ if exc is not None else "")
         now = time.monotonic()
         last, suppressed = self._seen.get(key, (-self.period, 0))
+        if len(self._seen) >= THROTTLE_KEYS and key not in self._seen:
+            self._seen.clear()  # many distinct messages: none of them repeats much
         if now - last < self.period:
             self._seen[key] = (last, suppressed + 1)
             return False
@@ -153,5 +161,7 @@ def configure_logging(level: str = "INFO", fmt: str = "text", service: str = "pi
     logging.getLogger("aio_pika").setLevel(logging.WARNING)
     logging.getLogger("aiormq").setLevel(logging.WARNING)
     throttle = Throttle()
-    for name in ("aiormq.connection", "aio_pika.robust_connection", "aio_pika.tools"):
+    # asyncio: "socket.accept() out of system resource" once a second while files run out;
+    # aiohttp.server: a traceback for each malformed request.
+    for name in ("aiormq.connection", "aio_pika.robust_connection", "aio_pika.tools", "asyncio", "aiohttp.server"):
         logging.getLogger(name).addFilter(throttle)

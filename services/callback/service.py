@@ -18,6 +18,7 @@ import time
 from aiohttp import web
 
 from shared import logs, problems
+from shared.connections import CappedRunner
 from shared.lifecycle import attempts
 from shared.metrics import CALLBACKS, POLL_LAG
 from shared.runtime import Context, health
@@ -61,7 +62,8 @@ class CallbackService:
         return app
 
     async def start(self) -> None:
-        self.runner = web.AppRunner(self.app(), access_log=None)
+        # Connections capped and timed as the gateway's (shared/connections.py).
+        self.runner = CappedRunner(self.app(), self.settings, access_log=None)
         await self.runner.setup()
         await web.TCPSite(self.runner, self.settings.callback_host, self.settings.callback_port).start()
         self.tasks.append(asyncio.create_task(forever("poller", self.poll, self.poll_ticker)))

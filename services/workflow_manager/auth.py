@@ -118,7 +118,7 @@ class Authenticator:
 
     @web.middleware
     async def authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in OPEN_PATHS or ui.is_page(request.path) or not await self.required():
+        if request.path in OPEN_PATHS or ui.serves_page(request) or not await self.required():
             return await handler(request)
         request[IDENTITY] = await self.identify(request.headers.get("Authorization"))
         return await handler(request)

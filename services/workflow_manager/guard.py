@@ -19,6 +19,8 @@ GET waits at most ``request_store_timeout`` for a MongoDB that cannot be reached
 ``request_timeout`` for a slow one (PyMongo's client-side operation timeout). Either is a
 503 with ``Retry-After``, as is any store outage; anything else unexpected is a logged
 500. Every error, whoever answers it, is one RFC 9457 problem document (``problems.py``).
+Before any of this, the connections themselves are bounded, in number and in the time their
+request's headers may take (``shared/connections.py``).
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from services.workflow_manager.views import (
     workflow_of,
     workflow_view,
 )
+from shared.connections import CappedRunner
 from shared.problems import ALREADY_ENDED, INVALID_WORKFLOW, MALFORMED_BODY, PLANNING_ABANDONED
 from shared.runtime import Context, health
 from shared.states import ActionState, WorkflowState
@@ -88,7 +89,8 @@ class WorkflowManager:
 
     async def start(self) -> None:
         await auth.check_exposure(self.settings, self.ctx.store)
-        self.runner = web.AppRunner(self.app(), access_log=None, lingering_time=LINGER)
+        # Connections capped and timed (shared/connections.py): idle ones cannot starve the gateway.
+        self.runner = CappedRunner(self.app(), self.settings, access_log=None, lingering_time=LINGER)
         await self.runner.setup()
         await web.TCPSite(self.runner, self.settings.host, self.settings.port).start()
         self.tasks.append(

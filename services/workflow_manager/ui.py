@@ -47,6 +47,14 @@ def install(app: web.Application) -> None:
     app.router.add_static(ASSETS, STATIC, append_version=False)
 
 
-def is_page(path: str) -> bool:
-    """Whether a route belongs to the web view rather than the API."""
-    return path in PAGES or path.startswith(ASSETS + "/") or path == ASSETS
+def is_page(route: str) -> bool:
+    """Whether a route (its pattern, e.g. ``/workflows/{id}``) belongs to the web view."""
+    return route in PAGES or route == ASSETS or route.startswith(ASSETS + "/")
+
+
+def serves_page(request: web.Request) -> bool:
+    """Whether ``request`` was routed to a page or an asset of the web view. Judged by the
+    route it matched, not by its path: ``/workflows/wf-1`` is the page ``/workflows/{id}``,
+    while a path that matched no route (a 404) is not a page."""
+    resource = request.match_info.route.resource
+    return resource is not None and is_page(resource.canonical)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -127,10 +128,16 @@ class Processes(Api):
         self.logs = logs
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, name: str, tag: str | None = None, **env: str) -> subprocess.Popen:
+    def start(self, name: str, tag: str | None = None, open_files: int | None = None, **env: str) -> subprocess.Popen:
+        """``open_files``: the process's RLIMIT_NOFILE (``ulimit -n``), soft and hard."""
         key = tag or name
         log = open(self.logs / f"{key}.log", "ab")
         base = {**settings_env(self.settings), "PINGO_EXEC_LOG": str(Path(self.settings.data_dir) / "exec.log")}
+
+        def limit() -> None:
+            if open_files is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
         proc = subprocess.Popen(
             [sys.executable, "-m", f"services.{name}"],
             cwd=ROOT,
@@ -138,6 +145,7 @@ class Processes(Api):
             stdout=log,
             stderr=log,
             start_new_session=True,
+            preexec_fn=limit if open_files is not None else None,
         )
         self.procs[key] = proc
         return proc

@@ -3,13 +3,17 @@ services in process: what a person sees of workflows, storage and history."""
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 
 from playwright.async_api import Page, expect
 
+from pingo.dev import all_services
+from shared.runtime import Context, running
 from shared.store import users
 from tests.support.browser import browser, page, screenshot
-from tests.support.system import Api
+from tests.support.system import Api, make_settings
 from tests.support.workflows import diamond, shell_action
 
 # The state colours of pingo.css, as the browser computes them.
@@ -156,3 +160,112 @@ async def test_with_users_on_the_page_asks_for_a_token(system: Api) -> None:
         await p.locator("#sign-in button").click()
         await expect(p.locator(f'#workflows tr[data-id="{wf["id"]}"]')).to_be_visible()
         await expect(p.locator("#workflows tbody tr td").nth(3)).to_have_text("carol")
+
+
+def talkative(label: str, seconds: float = 0.0) -> dict:
+    """A SHELL action that writes a line to its stdout, sleeps, then makes its output."""
+    script = (
+        f"import os, sys, time; print('hello from {label}', flush=True); time.sleep({seconds}); "
+        "os.makedirs(sys.argv[-1])"
+    )
+    return {"id": 1, "name": label, "type": "SHELL", "actionFolder": "examples/jobs",
+            "command": ["python3", "-c", script, label]}  # fmt: skip
+
+
+async def sign_in(p: Page, base: str, token: str) -> None:
+    await p.goto(base + "/")
+    await expect(p.locator("#sign-in")).to_be_visible()
+    await p.locator("#token").fill(token)
+    await p.locator("#sign-in button").click()
+    await expect(p.locator("#workflows")).to_be_visible()
+
+
+async def test_with_users_required_a_user_opens_her_workflow_its_logs_and_kills_it(
+    tmp_path: Path, mongo_url: str
+) -> None:
+    """PINGO_AUTH=required, two users: every page of the web view opens (the pages hold no
+    data; the API they call asks for the token), and a user works with her workflow from
+    the list; another user's workflow page says it is not found."""
+    settings = make_settings(tmp_path, mongo_url, auth="required")
+    ctx = await Context.open(settings)
+    async with running(ctx, all_services):
+        alice_token = await users.add(ctx.store, "alice", False, time.time())
+        bob_token = await users.add(ctx.store, "bob", False, time.time())
+        alice = Api(settings, alice_token)
+        await alice.open()
+        try:
+            done = await alice.run({"name": "alices-done", "actions": [talkative("alice-done")]})
+            slow = await alice.submit({"name": "alices-slow", "actions": [talkative("alice-slow", seconds=60)]})
+            assert done["state"] == "SUCCEEDED"
+            base = alice.base
+            async with browser() as b:
+                async with page(b, expected=("401",)) as p:
+                    await sign_in(p, base, alice_token)
+                    # From the list to the finished workflow's page, by clicking its name.
+                    await p.locator(f'#workflows tr[data-id="{done["id"]}"] a').click()
+                    await expect(p).to_have_url(f"{base}/workflows/{done['id']}")
+                    (action,) = done["actions"]
+                    node = p.locator(f'[data-action="{action["id"]}"]')
+                    await expect(node).to_have_attribute("data-state", "FINISHED")
+                    await expect(p.locator(".head .state")).to_have_text("SUCCEEDED")
+                    await screenshot(p, "users-workflow")
+                    # Its action's logs.
+                    await node.click()
+                    await expect(p.locator("#log-stdout")).to_contain_text("hello from alice-done")
+                    await expect(p.locator("#details")).to_contain_text(action["jobId"])
+                    await screenshot(p, "users-action-logs")
+                    # The running one, killed from its page.
+                    await p.goto(base + "/")
+                    await p.locator(f'#workflows tr[data-id="{slow["id"]}"] a').click()
+                    running_node = p.locator(f'[data-action="{slow["actions"][0]["id"]}"]')
+                    await expect(running_node).to_have_attribute("data-state", "RUNNING", timeout=20_000)
+                    p.once("dialog", lambda dialog: dialog.accept())
+                    await p.locator("#kill").click()
+                    await expect(running_node).to_have_attribute("data-state", "KILLED", timeout=30_000)
+                    await expect(p.locator(".head .state")).to_have_text("KILLED")
+                    await screenshot(p, "users-killed")
+                    # The other pages open too, drawn from the API with her token.
+                    await p.goto(base + "/storage")
+                    await expect(p.locator("#datasets")).to_be_visible()
+                    await p.goto(base + "/history")
+                    await expect(p.locator("#chart-actions")).to_be_visible()
+                    assert (await alice.wait(slow["id"]))["state"] == "KILLED"
+
+                # Bob sees none of hers: her workflow's page is a plain "not found".
+                async with page(b, expected=("401", "404")) as p:
+                    await sign_in(p, base, bob_token)
+                    await expect(p.locator("#workflows tbody tr")).to_have_count(0)
+                    await p.goto(f"{base}/workflows/{done['id']}")
+                    await expect(p.locator("#not-found h1")).to_have_text("Workflow not found")
+                    await expect(p.locator("#not-found")).to_contain_text(done["id"])
+                    await expect(p.locator("#kill")).to_have_count(0)
+                    await expect(p.locator("body")).not_to_contain_text('"status"')
+                    await screenshot(p, "users-not-found")
+        finally:
+            await alice.close()
+
+
+async def test_with_users_required_every_page_is_html_and_the_api_still_asks(tmp_path: Path, mongo_url: str) -> None:
+    """Each route of the web view answers its page without credentials, judged by the route
+    it matched (``/workflows/{id}`` for any id), while the API and unknown paths do not."""
+    settings = make_settings(tmp_path, mongo_url, auth="required")
+    ctx = await Context.open(settings)
+    async with running(ctx, all_services):
+        api = Api(settings)
+        await api.open()
+        try:
+            assert api.http is not None
+            for path in ("/", "/workflows/wf-anything", "/storage", "/history",
+                         "/history?resolution=1m", "/ui/common.js", "/ui/vendor/dagre.min.js"):  # fmt: skip
+                async with api.http.get(api.base + path) as r:
+                    assert r.status == 200, (path, r.status, await r.text())
+                    assert re.match(r"(text/html|text/javascript|application/javascript)", r.content_type), path
+            for path in ("/api/v1/workflows", "/api/v1/workflows/wf-anything", "/api/v1/datasets"):
+                async with api.http.get(api.base + path) as r:
+                    assert r.status == 401, (path, r.status)
+                    assert r.content_type == "application/problem+json"
+            async with api.http.get(api.base + "/workflows/a/b") as r:
+                assert r.status in (401, 404), r.status  # not a page: no HTML for it
+                assert r.content_type == "application/problem+json"
+        finally:
+            await api.close()

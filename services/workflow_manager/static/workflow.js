@@ -136,7 +136,7 @@ async function kill() {
   } catch (error) {
     Pingo.error(error);
   }
-  Pingo.poll(draw);
+  Pingo.poll(drawOrNotFound);
 }
 
 function header(wf) {
@@ -172,4 +172,24 @@ async function draw() {
   return !ENDED.includes(wf.state);
 }
 
-document.addEventListener("DOMContentLoaded", () => Pingo.poll(draw, 1000));
+// Another user's workflow is answered as one that does not exist (404): say so plainly,
+// with the way back, rather than a bare error over "Loading…".
+function notFound() {
+  document.title = "Workflow not found · Pingo";
+  document.getElementById("main").replaceChildren(Pingo.el("div", { id: "not-found", class: "card" },
+    Pingo.el("h1", {}, "Workflow not found"),
+    Pingo.el("p", {}, `There is no workflow ${wfId}, or it belongs to another user.`),
+    Pingo.el("p", {}, Pingo.el("a", { href: "/" }, "← all your workflows"))));
+  return false;
+}
+
+async function drawOrNotFound() {
+  try {
+    return await draw();
+  } catch (error) {
+    if (error.status === 404) return notFound();
+    throw error;
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => Pingo.poll(drawOrNotFound, 1000));
