@@ -28,6 +28,7 @@ from pingo.display import (
     watch,
     workflows_table,
 )
+from pingo.terminal_text import escape_controls
 from pingo.users import add_parser as users_commands
 
 # This module is the command line and nothing else: no other module imports it. Building
@@ -60,7 +61,7 @@ ELSEWHERE = {
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    print(f"pingo: {message}", file=sys.stderr)
+    print(f"pingo: {escape_controls(message, keep=chr(10))}", file=sys.stderr)
     raise SystemExit(code)
 
 
@@ -69,7 +70,8 @@ def api_error(exc: ApiError) -> NoReturn:
     if exc.status == 401:
         rest.append("  (set PINGO_TOKEN to your token, or put it in ~/.config/pingo/token; an admin makes one with "
                     "pingo users add NAME)")  # fmt: skip
-    print(f"pingo: {first}", *rest, sep="\n", file=sys.stderr)
+    # The server's words may quote a submitted name: shown, never obeyed by the terminal.
+    print(*(escape_controls(line, keep="\n") for line in [f"pingo: {first}", *rest]), sep="\n", file=sys.stderr)
     raise SystemExit(1)
 
 
