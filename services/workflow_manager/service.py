@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from typing import Any
@@ -31,6 +30,7 @@ from services.workflow_manager.views import (
     workflow_of,
     workflow_view,
 )
+from shared import strict_json
 from shared.problems import ALREADY_ENDED, INVALID_WORKFLOW, MALFORMED_BODY, PLANNING_ABANDONED
 from shared.runtime import Context, health
 from shared.states import ActionState, WorkflowState
@@ -134,7 +134,8 @@ class WorkflowManager:
         q: SubmitQuery = queries.parse(request, SubmitQuery)
         raw = await request.read()  # already read by the guard, within the body deadline
         try:
-            body = json.loads(raw, parse_constant=_not_json)
+            # A key given twice in one object is kept apart, to be refused (repeated_keys).
+            body = strict_json.loads(raw, parse_constant=_not_json)
         except (ValueError, UnicodeDecodeError) as exc:
             return error(400, f"malformed JSON: {exc}", type=MALFORMED_BODY)
         except RecursionError:

@@ -23,6 +23,7 @@ from shared.hashing import workflow_hashes
 from shared.lifecycle.lost import check_whole
 from shared.lifecycle.moves import outcome
 from shared.metrics import REUSE_HITS, SAVED_SECONDS
+from shared.path_limits import path_problem
 from shared.planning import PlannedAction, plan
 from shared.runtime import Context
 from shared.states import ACTION_LIVE, DATASET_REUSABLE, ActionState, DatasetState, WorkflowState
@@ -78,6 +79,8 @@ async def resolve_paths(
                 folder, problem = storage.normalize(action_roots[0], a.actionFolder), None
                 if not storage.inside(folder, action_roots):
                     problem = f"actionFolder must be inside {', '.join(action_roots)}"
+                elif too_long := path_problem("actionFolder", folder, output=False):
+                    problem = too_long
                 elif not await storage.is_dir(folder):
                     problem = f"actionFolder {a.actionFolder!r} is not a directory"
                 checked[a.actionFolder] = (folder, problem)
@@ -91,6 +94,8 @@ async def resolve_paths(
             target = storage.normalize(output_roots[0], a.outputPath)
             if not storage.inside(target, output_roots) or target in output_roots:
                 bad("outputPath", f"outputPath must be inside {', '.join(output_roots)}")
+            elif too_long := path_problem("outputPath", target, output=True):
+                bad("outputPath", f"{too_long} once inside {output_roots[0]}")  # its attempts could not be written
             paths["output_path"] = target
         out[a.id] = paths
     return out, violations
