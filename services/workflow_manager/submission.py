@@ -374,12 +374,18 @@ async def drop_unneeded(
     await ds.release(ctx.store, held, produced, BY, "followed a concurrent computation instead")
 
 
+def new_workflow_id() -> str:
+    return f"wf-{uuid.uuid4().hex[:12]}"
+
+
 async def submit(
-    ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: dict, prints: dict, owner: str | None = None
-) -> dict[str, Any]:
-    """Plan and write ``owner``'s validated workflow. Raises ``PlanningLost`` if the planning
-    sweep took the workflow away (this planner stalled past ``stale_after``): nothing is kept."""
-    wf_id = f"wf-{uuid.uuid4().hex[:12]}"
+    ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: dict, prints: dict, owner: str | None = None,
+    wf_id: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Plan and write ``owner``'s validated workflow (as ``wf_id``: one an Idempotency-Key
+    recorded before). Raises ``PlanningLost`` if the planning sweep took the workflow away
+    (this planner stalled past ``stale_after``): nothing is kept."""
+    wf_id = wf_id or new_workflow_id()
     with logs.about(wf_id):  # its planning's log lines are about it
         return await plan_and_write(ctx, wf_id, body, spec, paths, prints, owner)
 
