@@ -192,7 +192,7 @@ class Guard:
                 status=204,
                 headers={
                     "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
-                    "Access-Control-Allow-Headers": "Content-Type",
+                    "Access-Control-Allow-Headers": "Content-Type, Idempotency-Key",
                     "Access-Control-Max-Age": "600",
                 },
             )
@@ -216,7 +216,7 @@ class Guard:
         # A signal, not a middleware: error answers made outside the handler get them too.
         if origin := request.get(CORS_ORIGIN):
             response.headers["Access-Control-Allow-Origin"] = origin
-            response.headers["Access-Control-Expose-Headers"] = "Location, Retry-After"
+            response.headers["Access-Control-Expose-Headers"] = "Location, Retry-After, Idempotent-Replayed"
             response.headers.add("Vary", "Origin")
 
     # --- what may be sent, and how long it may take ---------------------------------------------

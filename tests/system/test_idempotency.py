@@ -12,11 +12,13 @@ import pytest
 from aiohttp import web
 
 from pingo.client import ApiError, Client
+from pingo.dev import all_services
 from services.workflow_manager.service import WorkflowManager
-from shared.runtime import Context
+from shared.runtime import Context, running
 from shared.store import idempotency as keys
+from shared.store import users
 from tests.support.net import free_port
-from tests.support.system import Api
+from tests.support.system import Api, make_settings
 from tests.support.workflows import shell_action
 
 WORKFLOWS = "/api/v1/workflows"
@@ -217,3 +219,26 @@ async def test_a_server_that_cannot_be_reached_is_said_at_once() -> None:
         with pytest.raises(ApiError, match="cannot reach"):
             await client.submit(body())
     assert time.monotonic() - started < 10
+
+
+async def test_keys_are_per_user(tmp_path, mongo_url) -> None:
+    """Bob sending alice's key (and her body) gets a workflow of his own, never hers."""
+    settings = make_settings(tmp_path, mongo_url, auth_cache_seconds=0.5)
+    ctx = await Context.open(settings)
+    tokens = {name: await users.add(ctx.store, name, False, time.time()) for name in ("alice", "bob")}
+    async with running(ctx, all_services):
+        alice, bob = Api(settings, token=tokens["alice"]), Api(settings, token=tokens["bob"])
+        await alice.open()
+        await bob.open()
+        try:
+            status, hers, _ = await post(alice, body(), "same-key")
+            assert status == 201
+            status, his, headers = await post(bob, body(), "same-key")
+            assert status == 201 and his["id"] != hers["id"] and "Idempotent-Replayed" not in headers
+            status, again, _ = await post(alice, body(), "same-key")
+            assert status == 201 and again["id"] == hers["id"]
+            owners = {w["_id"]: w["owner"] async for w in alice.db["workflows"].find({}, {"owner": 1})}
+            assert owners == {hers["id"]: "alice", his["id"]: "bob"}
+        finally:
+            await alice.close()
+            await bob.close()
