@@ -28,6 +28,7 @@ from pingo.display import (
     watch,
     workflows_table,
 )
+from pingo.terminal_text import escape_controls
 from pingo.users import add_parser as users_commands
 
 # This module is the command line and nothing else: no other module imports it. Building
@@ -60,7 +61,7 @@ ELSEWHERE = {
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    print(f"pingo: {message}", file=sys.stderr)
+    print(f"pingo: {escape_controls(message, keep=chr(10))}", file=sys.stderr)
     raise SystemExit(code)
 
 
@@ -69,7 +70,8 @@ def api_error(exc: ApiError) -> NoReturn:
     if exc.status == 401:
         rest.append("  (set PINGO_TOKEN to your token, or put it in ~/.config/pingo/token; an admin makes one with "
                     "pingo users add NAME)")  # fmt: skip
-    print(f"pingo: {first}", *rest, sep="\n", file=sys.stderr)
+    # The server's words may quote a submitted name: shown, never obeyed by the terminal.
+    print(*(escape_controls(line, keep="\n") for line in [f"pingo: {first}", *rest]), sep="\n", file=sys.stderr)
     raise SystemExit(1)
 
 
@@ -94,10 +96,22 @@ def load_workflow(path: str) -> Any:
         text = Path(path).read_text()
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror}")
+    from shared import strict_json  # here: the parser of ``pingo`` imports nothing of ``shared``
+
     try:
-        return json.loads(text)
+        # A key given twice in one object is kept apart, to be refused.
+        return strict_json.loads(text)
     except json.JSONDecodeError as exc:
         fail(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}")
+
+
+def refuse_repeated_keys(path: str, workflow: Any) -> None:
+    """Sent as it is, a file with a key given twice would reach the server with the last
+    value only (JSON encoding keeps one): refused here, each key named with where it is."""
+    from shared.workflow_spec import repeated_keys
+
+    if found := repeated_keys(workflow):
+        fail(f"{path}: " + "; ".join(f"{v.loc}: {v.message}" for v in found))
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -136,6 +150,7 @@ async def cmd_dry_run(args: argparse.Namespace, workflow: Any) -> int:
 
 async def cmd_submit(args: argparse.Namespace) -> int:
     workflow = load_workflow(args.file)
+    refuse_repeated_keys(args.file, workflow)
     if args.dry_run:
         if args.wait:
             fail("--dry-run submits nothing to wait for: give one of --dry-run and --wait")

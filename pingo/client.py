@@ -7,8 +7,10 @@ for (PINGO_ALLOWED_HOSTS): bodies go out with ``json=`` (``application/json``), 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -92,6 +94,27 @@ class ApiError(Exception):
     def lines(self) -> list[str]:
         return problem_lines(self.body)
 
+    @property
+    def retry_after(self) -> float | None:
+        after = self.body.get("retryAfter") if isinstance(self.body, dict) else None
+        return float(after) if isinstance(after, int | float) else None
+
+
+IDEMPOTENCY_KEY = "Idempotency-Key"
+IN_FLIGHT = "tag:pingo,2026:problems/idempotency-key-in-flight"
+SUBMIT_RETRY_WAITS = (1.0, 2.0, 4.0, 8.0)  # seconds before each retry of a submission
+
+
+def retryable(exc: ApiError) -> bool:
+    """Whether a submission that got ``exc`` is worth sending again under its key."""
+    if exc.status == 0:
+        # Lost on the way back (the connection dropped once the request was out); a server
+        # that could not be reached at all is said at once, not after the retries.
+        return not isinstance(exc.__cause__, aiohttp.ClientConnectorError)
+    if exc.status == 409:
+        return isinstance(exc.body, dict) and exc.body.get("type") == IN_FLIGHT
+    return exc.status in (502, 503, 504)
+
 
 class Client:
     def __init__(self, base_url: str | None = None, token: str | None = None) -> None:
@@ -142,8 +165,26 @@ class Client:
                 return items if limit is None else items[:limit]
             params["cursor"] = str(nxt)
 
-    async def submit(self, workflow: Any) -> dict[str, Any]:
-        return await self.call("POST", "/api/v1/workflows", json=workflow)
+    async def submit(self, workflow: Any, key: str | None = None) -> dict[str, Any]:
+        """Submit ``workflow`` under an ``Idempotency-Key`` (``key``, else a new UUID), and
+        submit it again under the same key when the answer may have been lost (the
+        connection dropped or timed out after sending), when planning was abandoned or the
+        store was away (503), or while the first try is still being planned (409): the
+        gateway answers a retry with the workflow the first try made, never a second one
+        (docs/api.md, "Retrying a submission")."""
+        headers = {IDEMPOTENCY_KEY: key or str(uuid.uuid4())}
+        for wait in (*SUBMIT_RETRY_WAITS, None):
+            try:
+                return await self.call("POST", "/api/v1/workflows", json=workflow, headers=headers)
+            except ApiError as exc:
+                if wait is None or not retryable(exc):
+                    raise
+                await asyncio.sleep(max(wait, float(exc.retry_after or 0)))
+            except TimeoutError:  # the request went out; its answer did not come
+                if wait is None:
+                    raise ApiError(0, {"error": f"no answer from Pingo at {self.base} in time"}) from None
+                await asyncio.sleep(wait)
+        raise AssertionError("unreachable")
 
     async def dry_run(self, workflow: Any) -> dict[str, Any]:
         """What submitting ``workflow`` would compute and reuse, and why; the server writes nothing."""

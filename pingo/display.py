@@ -5,6 +5,10 @@ Drawn with rich, which fits every view to the terminal's width (columns shrink, 
 are cut with an ellipsis, notes wrap) and redraws the live view in place. Off a terminal
 (a pipe, a file) the same views come out as plain text: no colours, no cursor movement, no
 carriage returns, and the live view prints one line per change instead of redrawing.
+
+What the server sends (names, errors, notes) is shown, never obeyed: every view draws from
+copies whose control characters are escaped (``pingo.terminal_text``), and the console
+interprets no rich markup, so a workflow named ``[bold]x`` is shown as typed.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from rich.live import Live
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
+
+from pingo.terminal_text import escaping
 
 if TYPE_CHECKING:
     from pingo.client import Client
@@ -64,8 +70,10 @@ BAR_WIDTH = 20
 
 def console(file: TextIO | None = None, width: int | None = None) -> Console:
     """A console on ``file`` (stdout by default). rich decides from the file whether it is a
-    terminal: colours and redraws only there (and NO_COLOR / TERM=dumb are honoured)."""
-    return Console(file=file if file is not None else sys.stdout, width=width, highlight=False, emoji=False)
+    terminal: colours and redraws only there (and NO_COLOR / TERM=dumb are honoured). No
+    markup: a string in a view is shown as it is (a name may hold ``[bold]``)."""
+    out = file if file is not None else sys.stdout
+    return Console(file=out, width=width, highlight=False, emoji=False, markup=False)
 
 
 def show(out: Console, renderable: RenderableType) -> None:
@@ -110,6 +118,14 @@ class Flow:
         widest = max((item.cell_len for item in self.items), default=0)
         total = sum(item.cell_len for item in self.items) + self.gap * max(0, len(self.items) - 1)
         return Measurement(min(widest, options.max_width), min(total, options.max_width))
+
+
+class TextTable(Table):
+    """A table whose string cells are shown as they are: never read as rich markup, whatever
+    the console (a name may hold ``[bold]``)."""
+
+    def add_row(self, *cells: RenderableType | None, **kwargs: Any) -> None:
+        super().add_row(*(Text(c) if isinstance(c, str) else c for c in cells), **kwargs)
 
 
 def human(n: float | None) -> str:
@@ -209,6 +225,7 @@ def legend() -> Flow:
     return Flow([Text(f"{g} {s.lower()}", style="dim") for s, g in GLYPH.items()], gap=2)
 
 
+@escaping
 def render_dag(wf: dict[str, Any]) -> RenderableType:
     """The workflow's DAG by levels: ``L0  ● 1:ingest   L1  ● 2:left ←1 ...``; a level wider
     than the terminal continues on the next line, under itself."""
@@ -216,7 +233,7 @@ def render_dag(wf: dict[str, Any]) -> RenderableType:
     head.append(wf.get("name") or "", style="bold")
     head.append("  ")
     head.append_text(styled(wf["state"]))
-    grid = Table.grid(padding=(0, 2))
+    grid = TextTable.grid(padding=(0, 2))
     grid.add_column(no_wrap=True)
     grid.add_column()
     for i, level in enumerate(levels(wf["actions"])):
@@ -224,6 +241,7 @@ def render_dag(wf: dict[str, Any]) -> RenderableType:
     return Group(head, grid, legend())
 
 
+@escaping
 def progress_head(wf: dict[str, Any], started: float) -> Text:
     """One line: the workflow, a bar of ended actions, its state, time since ``started``, counts."""
     actions = wf["actions"]
@@ -241,10 +259,11 @@ def progress_head(wf: dict[str, Any], started: float) -> Text:
     return line
 
 
+@escaping
 def actions_table(actions: list[dict[str, Any]]) -> RenderableType:
     """One row per action in DAG order (state, run time, what it follows), then the errors
     of those that failed, each on lines of its own: an error is too long for a column."""
-    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    table = TextTable(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
     table.add_column("", no_wrap=True)
     table.add_column("id", no_wrap=True, overflow="ellipsis", max_width=16)
     # The one column that wraps: rich narrows it first when the terminal is narrow.
@@ -297,19 +316,22 @@ def attempt_lines(a: dict[str, Any]) -> list[Text]:
     return lines
 
 
+@escaping
 def render_progress(wf: dict[str, Any], started: float) -> RenderableType:
     return Group(progress_head(wf, started), actions_table(wf["actions"]))
 
 
+@escaping
 def render_status(wf: dict[str, Any]) -> RenderableType:
     """``pingo status``: the DAG by levels, then every action's row."""
     return Group(render_dag(wf), Text(), actions_table(wf["actions"]))
 
 
+@escaping
 def workflows_table(workflows: list[dict[str, Any]]) -> Table:
     """``pingo list``: one row per workflow with its actions' outcomes (its ``actions``, or
     the ``outcome`` of an ended one)."""
-    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    table = TextTable(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
     table.add_column("id", no_wrap=True)
     table.add_column("name", overflow="ellipsis", min_width=6)  # the column that narrows
     table.add_column("state", no_wrap=True)
@@ -337,9 +359,10 @@ def workflows_table(workflows: list[dict[str, Any]]) -> Table:
     return table
 
 
+@escaping
 def timeline_table(rows: list[dict[str, Any]]) -> Table:
     """``pingo timeline``: seconds since the first transition, what moved, to which state, by whom."""
-    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    table = TextTable(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
     table.add_column("+s", justify="right", no_wrap=True)
     table.add_column("kind", no_wrap=True)
     table.add_column("id", overflow="fold", min_width=16)
@@ -358,9 +381,10 @@ def timeline_table(rows: list[dict[str, Any]]) -> Table:
 DECISION_COLOUR = {"compute": "yellow", "reuse": "green", "skip": "dim", "follow": "magenta"}
 
 
+@escaping
 def dry_run_view(plan: dict[str, Any]) -> RenderableType:
     """``pingo submit --dry-run``: per action what a submission would do and why, then the totals."""
-    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    table = TextTable(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
     table.add_column("id", no_wrap=True)
     table.add_column("name", overflow="fold")
     table.add_column("decision", no_wrap=True)
@@ -373,9 +397,10 @@ def dry_run_view(plan: dict[str, Any]) -> RenderableType:
     return Group(Text(f"dry run of {plan['name']}: {totals}; nothing was submitted"), table)
 
 
+@escaping
 def usage_table(rows: list[dict[str, Any]]) -> RenderableType:
     """``pingo datasets --by-user``: what each user's workflows keep, spent, and saved by reuse."""
-    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    table = TextTable(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
     table.add_column("user", no_wrap=True)
     for heading in ("datasets", "stored", "computed", "saved by reuse", "of it from others"):
         table.add_column(heading, justify="right", no_wrap=True)
@@ -387,6 +412,7 @@ def usage_table(rows: list[dict[str, Any]]) -> RenderableType:
     return table
 
 
+@escaping
 def datasets_view(body: dict[str, Any]) -> RenderableType:
     """``pingo datasets``: the managed storage against its budget, bytes by state, one row per dataset."""
     stored = body["bytesByState"].get("STORED", 0)
@@ -396,12 +422,12 @@ def datasets_view(body: dict[str, Any]) -> RenderableType:
     usage.append("█" * filled, style="green")
     usage.append("░" * (BAR_WIDTH - filled), style="dim")
     usage.append(f" {human(stored)} of {human(cap)} (decision at {body['threshold']:.0%})")
-    by_state = Table.grid(padding=(0, 2))
+    by_state = TextTable.grid(padding=(0, 2))
     by_state.add_column(no_wrap=True)
     by_state.add_column(justify="right", no_wrap=True)
     for state, size in sorted(body["bytesByState"].items()):
         by_state.add_row(f"  {state}", human(size))
-    table = Table(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    table = TextTable(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
     table.add_column("hash", no_wrap=True)
     table.add_column("state", no_wrap=True)
     for heading in ("size", "files"):
@@ -439,10 +465,11 @@ def _action_link(a: dict[str, Any]) -> str:
     return f"{a['id']} {a.get('name', '')} in {wf.get('id', '?')}{name}"
 
 
+@escaping
 def dataset_detail(d: dict[str, Any]) -> RenderableType:
     """``pingo datasets show``: one dataset, where it came from and what used it, and the
     command that shows the workflow which made it."""
-    facts = Table.grid(padding=(0, 2))
+    facts = TextTable.grid(padding=(0, 2))
     facts.add_column(no_wrap=True, style="bold")
     facts.add_column(overflow="fold")
     facts.add_row("hash", d["hash"])
@@ -470,7 +497,7 @@ def dataset_detail(d: dict[str, Any]) -> RenderableType:
     for title, rows in (("computations", d.get("computations")), ("consumers", d.get("consumers"))):
         if not rows:
             continue
-        table = Table(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold")
+        table = TextTable(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold")
         table.add_column("action", overflow="fold")
         table.add_column("workflow", overflow="fold")
         table.add_column("state", no_wrap=True)

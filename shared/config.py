@@ -68,6 +68,12 @@ class Settings(BaseSettings):
     max_body_bytes: Bytes = Field(
         1_048_576, description="Largest workflow submission accepted (413 above): bytes, or with a unit (1MiB)."
     )
+    idempotency_seconds: float = Field(
+        86_400.0,
+        gt=0,
+        description="How long an Idempotency-Key of a submission is remembered (docs/api.md): a retry within it "
+        "answers the workflow the first request made, seconds.",
+    )
     allowed_hosts: list[str] = Field(
         default_factory=list,
         description="Host names the gateway answers to (400 otherwise; against DNS rebinding); "

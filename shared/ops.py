@@ -15,6 +15,7 @@ import logging
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from shared import problems as problem_answers
 from shared.bus import Bus
 from shared.store import Store
 
@@ -54,7 +55,8 @@ def ops_app(store: Store, bus: Bus) -> web.Application:
             content_type="application/problem+json",
         )
 
-    app = web.Application()
+    # No such route, wrong method: problem documents too, as on every Pingo endpoint.
+    app = web.Application(middlewares=[problem_answers.middleware])
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

@@ -28,9 +28,13 @@ CROSS_ORIGIN = _TAG + "cross-origin"
 ALREADY_ENDED = _TAG + "already-ended"
 UNAUTHENTICATED = _TAG + "unauthenticated"
 LOGS_GONE = _TAG + "logs-gone"
+IDEMPOTENCY_KEY_INVALID = _TAG + "idempotency-key-invalid"
+IDEMPOTENCY_KEY_REUSED = _TAG + "idempotency-key-reused"
+IDEMPOTENCY_IN_FLIGHT = _TAG + "idempotency-key-in-flight"
 TYPES = (
     INVALID_WORKFLOW, INVALID_QUERY, MALFORMED_BODY, STORE_UNAVAILABLE, PLANNING_ABANDONED,
     HOST_NOT_ALLOWED, CROSS_ORIGIN, ALREADY_ENDED, UNAUTHENTICATED, LOGS_GONE,
+    IDEMPOTENCY_KEY_INVALID, IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_IN_FLIGHT,
 )  # fmt: skip
 
 
@@ -104,6 +108,9 @@ TITLES = {
     ALREADY_ENDED: "The workflow has already ended",
     UNAUTHENTICATED: "Credentials missing or refused",
     LOGS_GONE: "The logs were removed",
+    IDEMPOTENCY_KEY_INVALID: "Bad Idempotency-Key",
+    IDEMPOTENCY_KEY_REUSED: "The Idempotency-Key was used for another request",
+    IDEMPOTENCY_IN_FLIGHT: "A request with this Idempotency-Key is in progress",
 }
 
 

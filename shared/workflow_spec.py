@@ -27,6 +27,8 @@ from typing import Annotated, Any
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
+from shared.path_limits import path_problem
+from shared.strict_json import RepeatedKeys
 from shared.workflow_messages import explain, kind, unknown_field
 
 ActionId = int | str
@@ -372,6 +374,24 @@ def document_violations(body: Any) -> list[Violation]:
     return out
 
 
+def repeated_keys(body: Any) -> list[Violation]:
+    """Each key given more than once in one object of ``body`` (read by
+    ``shared.strict_json.loads``), where it is: such a document means different things to
+    different JSON parsers (the last value, the first, or an error). At most ``MAX_REPORTED``."""
+    out: list[Violation] = []
+    stack: list[tuple[Any, str]] = [(body, "")]
+    while stack and len(out) < MAX_REPORTED:
+        value, loc = stack.pop()
+        if isinstance(value, dict):
+            for key in value.repeated if isinstance(value, RepeatedKeys) else ():
+                message = f"key {_json_text(key)} is given more than once in this object: keys must be unique"
+                out.append(_located(body, _key_loc(loc, key), message))
+            stack.extend((v, _key_loc(loc, k)) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((v, f"{loc or '$'}[{i}]") for i, v in reversed(list(enumerate(value))))
+    return out
+
+
 _ACTION_LOC = re.compile(r"actions\[(\d+)\](?:\.([A-Za-z_][A-Za-z0-9_]*))?")
 
 
@@ -412,6 +432,7 @@ def parse_workflow(
     # An action with a string that cannot be stored or launched is not handed on to the
     # installation checks (paths, executor): they would stumble on it.
     tainted = {int(m.group(1)) for v in violations if (m := _ACTION_LOC.match(v.loc))}
+    violations = [*repeated_keys(body), *violations]
     if not isinstance(body, dict):
         return None, [*violations, Violation(loc="$", message="a workflow must be a JSON object")]
     # A place the document checks already reject is reported once, by them.
@@ -665,6 +686,8 @@ def _parse_action(
         value = getattr(r, field)
         if value and not _is_clean_path(value):
             bad(field, f"{field} must not contain '..' or NUL")
+        elif value and (too_long := path_problem(field, value, output=field == "outputPath")):
+            bad(field, too_long)
     if len(violations) > before or ident is None or atype is None:
         return None
     # Not a reason to drop the action: its children would then report a missing parent.

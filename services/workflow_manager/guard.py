@@ -109,6 +109,9 @@ class Guard:
     @web.middleware
     async def errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         response = await self.answer(request, handler)
+        if response.status >= 400 and not isinstance(response, ProblemResponse) and not response.prepared:
+            # An error answered rather than raised (a library's): a problem all the same.
+            response = error(response.status, self.http_detail(request, response), headers=_kept_headers(response))
         if isinstance(response, ProblemResponse):
             response.locate(request.path_qs)
         return response
@@ -138,7 +141,7 @@ class Guard:
         except Exception as exc:
             return self.internal(request, exc)
 
-    def http_detail(self, request: web.Request, exc: web.HTTPException) -> str:
+    def http_detail(self, request: web.Request, exc: web.StreamResponse) -> str:
         if exc.status == 413:
             return f"request body too large (limit {self.settings.max_body_bytes} bytes)"
         if exc.status == 404:
@@ -191,7 +194,7 @@ class Guard:
                 status=204,
                 headers={
                     "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
-                    "Access-Control-Allow-Headers": "Content-Type",
+                    "Access-Control-Allow-Headers": "Content-Type, Idempotency-Key",
                     "Access-Control-Max-Age": "600",
                 },
             )
@@ -215,7 +218,7 @@ class Guard:
         # A signal, not a middleware: error answers made outside the handler get them too.
         if origin := request.get(CORS_ORIGIN):
             response.headers["Access-Control-Allow-Origin"] = origin
-            response.headers["Access-Control-Expose-Headers"] = "Location, Retry-After"
+            response.headers["Access-Control-Expose-Headers"] = "Location, Retry-After, Idempotent-Replayed"
             response.headers.add("Vary", "Origin")
 
     # --- what may be sent, and how long it may take ---------------------------------------------
@@ -286,7 +289,7 @@ class Guard:
             await asyncio.sleep(WATCH_INTERVAL)
 
 
-def _kept_headers(exc: web.HTTPException) -> dict[str, str]:
+def _kept_headers(exc: web.StreamResponse) -> dict[str, str]:
     """The headers of an HTTP exception worth keeping in its problem version (405's Allow)."""
     return {k: v for k, v in exc.headers.items() if k in ("Allow", "Retry-After", "Location")}
 

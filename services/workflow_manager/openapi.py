@@ -40,6 +40,7 @@ class Operation:
     body: bool = False
     headers: dict[int, dict[str, str]] = field(default_factory=dict)
     media_type: str = "application/json"
+    header_params: tuple[tuple[str, str, dict[str, Any]], ...] = ()  # name, description, schema
 
 
 WF_ID = (("id", "The workflow's id (wf-...)"),)
@@ -57,10 +58,22 @@ OPERATIONS: tuple[Operation, ...] = (
         "post", f"{API}/workflows", "submitWorkflow", "Submit a workflow (thesis or generator format)",
         ok={201: (views.Plan, "Accepted, with the plan of every action"),
             200: (dry_run.DryRun, "dryRun=true: the plan a submission would make now; nothing written")},
-        errors={400: "Malformed JSON, or nested too deeply, or bad query parameters",
-                422: "The workflow breaks rules; every violation listed",
+        errors={400: "Malformed JSON, or nested too deeply, or bad query parameters, or a malformed Idempotency-Key",
+                409: "A submission with this Idempotency-Key is still being planned: retry after Retry-After",
+                422: "The workflow breaks rules (every violation listed), or its Idempotency-Key was used for "
+                     "another body",
                 503: "Planning was abandoned (submit again), or the store is unavailable"},
-        body=True, headers={201: {"Location": "The new workflow's URL"}}, query=dry_run.SubmitQuery,
+        body=True, query=dry_run.SubmitQuery,
+        headers={201: {"Location": "The new workflow's URL",
+                       "Idempotent-Replayed": "true when this answers a retry: the workflow its key made before"}},
+        header_params=((
+            "Idempotency-Key",
+            "Makes a retry safe: a submission repeated with the same key, by the same user and with the same body, "
+            "within PINGO_IDEMPOTENCY_SECONDS (a day by default), answers the workflow the first one made (201, "
+            "same body) and makes no other. A string of 1 to 255 printable ASCII characters, quoted or not; a "
+            "UUID per submission. Ignored by a dry run.",
+            {"type": "string", "minLength": 1, "maxLength": 257},
+        ),),
     ),
     Operation(
         "get", f"{API}/workflows", "listWorkflows", "List workflows, newest first",
@@ -167,6 +180,10 @@ def _parameters(op: Operation, schemas: dict[str, Any]) -> list[dict[str, Any]]:
         {"name": name, "in": "path", "required": True, "description": text, "schema": {"type": "string"}}
         for name, text in op.path_params
     ]
+    out += [
+        {"name": name, "in": "header", "required": False, "description": text, "schema": schema}
+        for name, text, schema in op.header_params
+    ]
     if op.query is None:
         return out
     whole = op.query.model_json_schema(ref_template=REF)
@@ -197,9 +214,9 @@ def _not_null(schema: dict[str, Any]) -> dict[str, Any]:
     return dict(schema)
 
 
-def _problem(description: str, status: int) -> dict[str, Any]:
+def _problem(description: str, status: int, retry_after: bool = False) -> dict[str, Any]:
     response: dict[str, Any] = {"description": description, "content": {PROBLEM_JSON: {"schema": _ref("Problem")}}}
-    if status == 503:
+    if status == 503 or retry_after:
         response["headers"] = {"Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}}
     return response
 
@@ -230,7 +247,8 @@ def document() -> dict[str, Any]:
                 responses["401"] = _problem(UNAUTHENTICATED_TEXT, 401)
                 continue
             text = "; or ".join(t for t in (op.errors.get(status), COMMON_ERRORS.get(status)) if t)
-            responses[str(status)] = _problem(text, status)
+            # A submission's 409 (its Idempotency-Key in flight) says when to retry.
+            responses[str(status)] = _problem(text, status, retry_after=status == 409 and bool(op.header_params))
         operation: dict[str, Any] = {"operationId": op.operation_id, "summary": op.summary, "responses": responses}
         if not guarded:
             operation["security"] = []  # probes call it without credentials

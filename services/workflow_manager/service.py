@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from typing import Any
 
 from aiohttp import web
 
-from services.workflow_manager import action_logs, auth, guard, openapi, provenance, queries, ui
+from services.workflow_manager import action_logs, auth, guard, idempotency, openapi, provenance, queries, ui
 from services.workflow_manager.dry_run import SubmitQuery, dry_run
 from services.workflow_manager.guard import error
-from services.workflow_manager.submission import PlanningLost, fingerprints, resolve_paths, submit, undo
+from services.workflow_manager.submission import (
+    PlanningLost,
+    fingerprints,
+    new_workflow_id,
+    resolve_paths,
+    submit,
+    undo,
+)
 from services.workflow_manager.views import (
     DatasetList,
     HistoryStats,
@@ -31,6 +37,7 @@ from services.workflow_manager.views import (
     workflow_of,
     workflow_view,
 )
+from shared import strict_json
 from shared.connections import CappedRunner
 from shared.problems import ALREADY_ENDED, INVALID_WORKFLOW, MALFORMED_BODY, PLANNING_ABANDONED
 from shared.runtime import Context, health
@@ -39,6 +46,7 @@ from shared.store import actions as acts
 from shared.store import datasets as ds
 from shared.store import stats
 from shared.store import workflows as wfs
+from shared.store.idempotency import Held
 from shared.ticker import Ticker, cancel_all, forever
 from shared.workflow_spec import MAX_DEPTH, id_order, parse_workflow, too_deep
 
@@ -132,11 +140,13 @@ class WorkflowManager:
                 log.warning("workflow %s was left PLANNING by a dead planner; undone", wf["_id"])
         return False
 
-    async def post_workflow(self, request: web.Request) -> web.Response:
+    async def post_workflow(self, request: web.Request) -> web.StreamResponse:
         q: SubmitQuery = queries.parse(request, SubmitQuery)
+        key = idempotency.key_of(request)  # a malformed one is refused before anything is read
         raw = await request.read()  # already read by the guard, within the body deadline
         try:
-            body = json.loads(raw, parse_constant=_not_json)
+            # A key given twice in one object is kept apart, to be refused (repeated_keys).
+            body = strict_json.loads(raw, parse_constant=_not_json)
         except (ValueError, UnicodeDecodeError) as exc:
             return error(400, f"malformed JSON: {exc}", type=MALFORMED_BODY)
         except RecursionError:
@@ -159,11 +169,21 @@ class WorkflowManager:
                 type=INVALID_WORKFLOW,
                 violations=[v.model_dump(exclude_none=True) for v in violations],
             )
-        if q.dryRun:  # the plan a submission would make now; nothing is written
+        if q.dryRun:  # the plan a submission would make now; nothing is written (a key is ignored)
             return answer(await dry_run(self.ctx, spec, paths, prints))
+        wf_id, held = new_workflow_id(), None
+        if key is not None:  # a retry of a submission answers it (docs/api.md, "Retrying a submission")
+            claimed = await idempotency.claim(self.ctx, owner, key, body, wf_id)
+            if not isinstance(claimed, Held):
+                return claimed
+            held, wf_id = claimed, claimed.workflow_id
         try:
-            result = await submit(self.ctx, body, spec, paths, prints, owner)
-        except PlanningLost:
+            result = await submit(self.ctx, body, spec, paths, prints, owner, wf_id=wf_id)
+        except BaseException as exc:
+            if held is not None:  # no workflow was made: a retry may make it
+                await idempotency.release(self.ctx, held)
+            if not isinstance(exc, PlanningLost):
+                raise
             response = error(
                 503, "planning stalled and was abandoned; nothing was kept: submit again", type=PLANNING_ABANDONED
             )
@@ -174,7 +194,10 @@ class WorkflowManager:
             self.apply_kill(wf["_id"])  # killed while it was being planned
         docs.sort(key=lambda d: id_order(d["local_id"]))
         plan = Plan(id=wf["_id"], state=wf["state"], actions=[planned_action(d) for d in docs])
-        return answer(plan, 201, headers={"Location": f"/api/v1/workflows/{wf['_id']}"})
+        response = answer(plan, 201, headers={"Location": f"/api/v1/workflows/{wf['_id']}"})
+        if held is not None:
+            await idempotency.remember(self.ctx, held, response)
+        return response
 
     async def list_workflows(self, request: web.Request) -> web.Response:
         q: queries.WorkflowQuery = queries.parse(request, queries.WorkflowQuery)

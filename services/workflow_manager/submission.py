@@ -23,6 +23,7 @@ from shared.hashing import workflow_hashes
 from shared.lifecycle.lost import check_whole
 from shared.lifecycle.moves import outcome
 from shared.metrics import REUSE_HITS, SAVED_SECONDS
+from shared.path_limits import path_problem
 from shared.planning import PlannedAction, plan
 from shared.runtime import Context
 from shared.states import ACTION_LIVE, DATASET_REUSABLE, ActionState, DatasetState, WorkflowState
@@ -78,6 +79,8 @@ async def resolve_paths(
                 folder, problem = storage.normalize(action_roots[0], a.actionFolder), None
                 if not storage.inside(folder, action_roots):
                     problem = f"actionFolder must be inside {', '.join(action_roots)}"
+                elif too_long := path_problem("actionFolder", folder, output=False):
+                    problem = too_long
                 elif not await storage.is_dir(folder):
                     problem = f"actionFolder {a.actionFolder!r} is not a directory"
                 checked[a.actionFolder] = (folder, problem)
@@ -91,6 +94,8 @@ async def resolve_paths(
             target = storage.normalize(output_roots[0], a.outputPath)
             if not storage.inside(target, output_roots) or target in output_roots:
                 bad("outputPath", f"outputPath must be inside {', '.join(output_roots)}")
+            elif too_long := path_problem("outputPath", target, output=True):
+                bad("outputPath", f"{too_long} once inside {output_roots[0]}")  # its attempts could not be written
             paths["output_path"] = target
         out[a.id] = paths
     return out, violations
@@ -369,12 +374,18 @@ async def drop_unneeded(
     await ds.release(ctx.store, held, produced, BY, "followed a concurrent computation instead")
 
 
+def new_workflow_id() -> str:
+    return f"wf-{uuid.uuid4().hex[:12]}"
+
+
 async def submit(
-    ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: dict, prints: dict, owner: str | None = None
-) -> dict[str, Any]:
-    """Plan and write ``owner``'s validated workflow. Raises ``PlanningLost`` if the planning
-    sweep took the workflow away (this planner stalled past ``stale_after``): nothing is kept."""
-    wf_id = f"wf-{uuid.uuid4().hex[:12]}"
+    ctx: Context, body: dict[str, Any], spec: WorkflowSpec, paths: dict, prints: dict, owner: str | None = None,
+    wf_id: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Plan and write ``owner``'s validated workflow (as ``wf_id``: one an Idempotency-Key
+    recorded before). Raises ``PlanningLost`` if the planning sweep took the workflow away
+    (this planner stalled past ``stale_after``): nothing is kept."""
+    wf_id = wf_id or new_workflow_id()
     with logs.about(wf_id):  # its planning's log lines are about it
         return await plan_and_write(ctx, wf_id, body, spec, paths, prints, owner)
 

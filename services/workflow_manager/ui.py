@@ -15,6 +15,7 @@ from pathlib import Path
 from aiohttp import web
 
 STATIC = Path(__file__).parent / "static"
+STATIC_ROOT = STATIC.resolve()
 ASSETS = "/ui"  # where the scripts, styles and vendored libraries are served
 PAGES = {"/": "workflows", "/workflows/{id}": "workflow", "/storage": "storage", "/history": "history"}
 TITLES = {"workflows": "Workflows", "workflow": "Workflow", "storage": "Storage", "history": "History"}
@@ -41,10 +42,24 @@ def page(name: str) -> web.RequestHandler:
     return serve
 
 
+async def asset(request: web.Request) -> web.StreamResponse:
+    """A file of ``static/``. A missing one is an HTTP 404 raised here, which the gateway
+    answers as a problem document: aiohttp's own static route answers it from the file
+    response with an empty body, past every middleware."""
+    try:
+        path = (STATIC / request.match_info["path"]).resolve()
+        found = path.is_relative_to(STATIC_ROOT) and path.is_file()
+    except (OSError, ValueError):  # a NUL in the path, a name too long
+        found = False
+    if not found:
+        raise web.HTTPNotFound()
+    return web.FileResponse(path)
+
+
 def install(app: web.Application) -> None:
     for route, name in PAGES.items():
         app.router.add_get(route, page(name))
-    app.router.add_static(ASSETS, STATIC, append_version=False)
+    app.router.add_get(ASSETS + "/{path:.+}", asset)
 
 
 def is_page(route: str) -> bool:

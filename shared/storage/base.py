@@ -3,9 +3,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from shared.path_limits import ATTEMPTS_DIR as ATTEMPTS_DIR  # the path limits count its length
 from shared.sizes import human
 
-ATTEMPTS_DIR = ".pingo-attempts"
 # Rounds of "move the current output aside, rename ours in" before a replacement gives up
 # (each lost round is another commit replacing the same output at that moment).
 REPLACE_ROUNDS = 5

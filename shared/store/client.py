@@ -41,6 +41,12 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
         ([("hash", ASCENDING)], {}),
     ],
     "api_tokens": [([("user", ASCENDING)], {})],
+    # One submission per user and Idempotency-Key, whichever replica answers (docs/api.md);
+    # MongoDB removes expired keys itself (a TTL index), others are replaced when reused.
+    "idempotency_keys": [
+        ([("user", ASCENDING), ("key", ASCENDING)], {"unique": True}),
+        ([("expires_at", ASCENDING)], {"expireAfterSeconds": 0}),
+    ],
     "history_buckets": [([("res", ASCENDING), ("start", ASCENDING)], {})],
     "history_buckets_by_user": [([("res", ASCENDING), ("start", ASCENDING)], {}), ([("res", ASCENDING)], {})],
     "workflows": [

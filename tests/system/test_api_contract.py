@@ -15,6 +15,8 @@ from openapi_spec_validator import validate as validate_openapi
 
 from services.workflow_manager import ui
 from services.workflow_manager.service import WorkflowManager
+from shared.ops import OpsServer
+from tests.support.net import free_port
 from tests.support.system import Api
 from tests.support.workflows import shell_action
 
@@ -231,3 +233,53 @@ async def test_the_callback_endpoint_answers_problems(system: Api) -> None:
             assert body["status"] == expected and body["instance"] == path.split("?")[0] and body["detail"], body
     async with system.http.post(base + "/healthz") as r:
         assert r.status == 405 and r.content_type == PROBLEM and "GET" in r.headers["Allow"]
+
+
+async def test_every_error_body_is_a_problem_document(system: Api) -> None:
+    """Whoever answers the error (a handler, the router, the web view's files, the body
+    limit, the operations endpoint), its body is an RFC 9457 problem document: a missing
+    asset of the web view was a 404 with an empty body."""
+    ops = OpsServer(system.ctx.store, system.ctx.bus, "127.0.0.1", free_port())
+    await ops.start()
+    limit = system.settings.max_body_bytes
+    json_type = {"Content-Type": "application/json"}
+    calls: list[tuple[str, str, dict[str, Any], int]] = [
+        ("GET", "/ui/no-such-script.js", {}, 404),
+        ("HEAD", "/ui/no-such-script.js", {}, 404),
+        ("GET", "/ui/vendor/../../service.py", {}, 404),
+        ("GET", "/ui/%2e%2e/service.py", {}, 404),
+        ("GET", "/ui/vendor/%00", {}, 404),
+        ("GET", "/ui/", {}, 404),
+        ("GET", "/no/such/page", {}, 404),
+        ("GET", "/api/v1/workflows/wf-nope", {}, 404),
+        ("DELETE", "/api/v1/workflows", {}, 405),
+        ("PUT", "/ui/page.html", {}, 405),
+        ("POST", "/api/v1/workflows", {"data": b"{" + b" " * limit + b"}", "headers": json_type}, 413),
+        ("POST", "/api/v1/workflows", {"data": "x", "headers": {"Content-Type": "text/plain"}}, 415),
+        ("POST", "/api/v1/workflows", {"data": "{", "headers": json_type}, 400),
+        ("POST", "/api/v1/workflows", {"json": {"actions": []}}, 422),
+        ("GET", "/api/v1/workflows?limit=0", {}, 400),
+        ("GET", "/api/v1/workflows", {"headers": {"Host": "evil.example"}}, 400),
+        ("GET", "/api/v1/workflows", {"headers": {"Origin": "http://evil.example"}}, 403),
+        ("GET", f"http://127.0.0.1:{ops.port}/nowhere", {}, 404),
+        ("POST", f"http://127.0.0.1:{ops.port}/metrics", {}, 405),
+    ]
+    assert system.http is not None
+    try:
+        for method, path, kw, expected in calls:
+            url = path if path.startswith("http") else system.base + path
+            async with system.http.request(method, url, **kw) as r:
+                status, media, text = r.status, r.content_type, await r.text()
+            assert status == expected, (method, path, status, text[:200])
+            assert media == PROBLEM, (method, path, status, media, text[:200])
+            if method == "HEAD":
+                continue  # no body, by HTTP's rules
+            body = json.loads(text)
+            assert body["status"] == status and body["title"] and body["detail"] and body["type"], body
+    finally:
+        await ops.stop()
+    # The files of the web view are still served.
+    async with system.http.get(system.base + "/ui/page.html") as r:
+        assert r.status == 200 and "<html" in (await r.text()).lower()
+    async with system.http.get(system.base + "/ui/vendor/dagre.min.js") as r:
+        assert r.status == 200 and "javascript" in r.content_type and len(await r.read()) > 1000

@@ -20,7 +20,7 @@ import pytest
 
 from pingo.client import Client
 from tests.support.net import free_port
-from tests.support.workflows import ROOT
+from tests.support.workflows import ROOT, shell_action
 
 PINGO = [sys.executable, "-m", "pingo.cli"]
 
@@ -225,3 +225,46 @@ def test_kill_running_workflow(dev, tmp_path: Path) -> None:
     assert [a["state"] for a in body["actions"]] == ["KILLED", "KILLED"]
     again = cli("kill", wf_id)
     assert again.returncode == 1 and "already ended KILLED" in again.stderr
+
+
+def on_a_terminal(argv: list[str], env: dict[str, str]) -> str:
+    """What ``argv`` writes to a pseudo-terminal, as a terminal receives it (rich draws
+    colours and all there)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    with subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower) as p:
+        os.close(follower)
+        received = bytearray()
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the program ended and closed the terminal
+                break
+            if not chunk:
+                break
+            received += chunk
+        p.wait(timeout=60)
+    os.close(leader)
+    assert p.returncode == 0, received.decode(errors="replace")
+    return received.decode()
+
+
+def test_list_and_status_show_a_hostile_name_escaped_on_a_terminal(dev, tmp_path: Path) -> None:
+    """A name holding an escape sequence (clear the screen) and rich markup is printed as
+    typed, escaped, by ``pingo list`` and ``pingo status``: the terminal obeys none of it."""
+    start, cli, _ = dev
+    start()
+    evil = "\x1b[2J evil [bold]x[/bold]"
+    body = tmp_path / "evil.json"
+    body.write_text(json.dumps({"name": evil, "actions": [{**shell_action(1, "a"), "name": evil}]}))
+    submitted = cli("submit", str(body))
+    assert submitted.returncode == 0, submitted.stderr
+    wf_id = submitted.stdout.split()[-1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINGO_")}
+    env.update(PINGO_URL=f"http://127.0.0.1:{cli.port}", COLUMNS="160", TERM="xterm-256color")
+    env.pop("NO_COLOR", None)
+    for argv in (["list"], ["status", wf_id]):
+        drawn = on_a_terminal([*PINGO, *argv], env)
+        assert "\x1b[2J" not in drawn, argv
+        assert "\\x1b[2J evil [bold]x[/bold]" in re.sub(r"\x1b\[[0-9;]*m", "", drawn), (argv, drawn)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from shared.path_limits import OUTPUT_NAME_MAX_BYTES, OUTPUT_PATH_MAX_BYTES
 from tests.support.validation import command_line, map_reduce, one, shell, workflow
 from tests.support.workflows import shell_action
 
@@ -254,3 +255,54 @@ async def test_an_action_folder_too_large_to_fingerprint_is_a_violation(system):
     assert (v["loc"], v["field"], v["actionId"]) == ("actions[0].actionFolder", "actionFolder", 1)
     assert "at most 5000 files" in v["message"]
     assert await system.db.workflows.count_documents({}) == 0
+
+
+# --- path lengths and repeated keys -----------------------------------------------------------
+
+
+async def test_an_output_path_too_long_to_write_is_refused_at_submission(system, settings):
+    """Accepted with 201, such an output failed when its attempt was written (the attempt's
+    name adds to the output's last name). Limits: docs/planning.md, "Path lengths"."""
+    long_id = "x" * 60  # the longest attempt suffix: the action id fills its readable part
+    cases = {
+        "a 250-byte last name": "out/" + "n" * 250,
+        "a 300-byte folder name": "d" * 300 + "/out",
+        "a 200-byte name in two-byte characters": "é" * 100,
+        "a 3800-byte path": "/".join(["p" * 99] * 38),
+    }
+    for what, path in cases.items():
+        violations = await rejected(system, workflow(shell(long_id, isManaged=False, outputPath=path)))
+        v = one(violations, "actions[0].outputPath", actionId=long_id)
+        assert "bytes" in v["message"], (what, v)
+    # Short as given, too long inside the output root (relative to it): refused as well.
+    root_bytes = len(str(settings.allowed_output_roots[0]).encode())
+    deep = "/".join(["q" * 99] * ((OUTPUT_PATH_MAX_BYTES - root_bytes) // 100 + 1))
+    assert len(deep.encode()) <= OUTPUT_PATH_MAX_BYTES
+    violations = await rejected(system, workflow(shell(long_id, isManaged=False, outputPath=deep)))
+    assert "once inside" in one(violations, "actions[0].outputPath")["message"]
+
+    # The longest last name allowed is written and committed, attempt path and all.
+    plan = await system.submit(workflow(shell(long_id, isManaged=False, outputPath="o" * OUTPUT_NAME_MAX_BYTES)))
+    wf = await system.wait(plan["id"])
+    assert wf["state"] == "SUCCEEDED", wf
+    assert (settings.allowed_output_roots[0] / ("o" * OUTPUT_NAME_MAX_BYTES)).is_dir()
+
+
+async def test_a_key_given_twice_is_refused_naming_it_and_where(system):
+    """Last one wins, before: ``{"name": "a", "name": "b"}`` was the workflow ``b``."""
+    raw = (
+        '{"name": "first", "name": "second", "actions": [{"id": 1, "name": "a", "type": "SHELL",'
+        ' "actionFolder": "examples/jobs", "command": ["python3", "synth.py"], "command": ["true"],'
+        ' "additionalInput": [{"key": "label", "value": "v", "value": "w"}]}]}'
+    )
+    status, out = await post(system, raw.encode())
+    assert status == 422, out
+    found = {v["loc"]: v["message"] for v in out["violations"]}
+    assert found == {
+        "name": 'key "name" is given more than once in this object: keys must be unique',
+        "actions[0].command": 'key "command" is given more than once in this object: keys must be unique',
+        "actions[0].additionalInput[0].value": 'key "value" is given more than once in this object: keys must be '
+        "unique",
+    }, found
+    assert one(out["violations"], "actions[0].command", actionId=1)
+    assert await system.counts() == NOTHING

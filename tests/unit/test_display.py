@@ -217,3 +217,26 @@ def test_live_view_redraws_within_80_columns_on_a_terminal_and_prints_lines_else
     # A line when what it shows changes (not for READY: the head line does not show it), then the final view.
     assert len(heads) == 3 and "4/7" in heads[0] and "5/7" in heads[1] and "computed 2" in heads[1]
     assert row_of(lines, "5").split()[3] == "FINISHED" and row_of(lines, "7").split()[3] == "READY"
+
+
+EVIL = "\x1b[2J evil [bold]x[/bold]\u202e\r"
+SHOWN = "\\x1b[2J evil [bold]x[/bold]\\u202e\\x0d"
+
+
+def test_control_characters_and_markup_in_names_are_shown_not_obeyed():
+    wf = {**busy_workflow(), "name": EVIL}
+    wf["actions"] = [{**a, "name": EVIL} for a in wf["actions"]]
+    wf["actions"][3]["error"] = "line one\nline two \x1b]0;owned\x07"
+    rows = [{"at": NOW, "kind": "workflow", "id": wf["id"], "state": "RUNNING", "by": EVIL, "note": EVIL}]
+    for out_console in (console(StringIO(), 200), Console(file=StringIO(), width=200, force_terminal=True)):
+        for view in (render_status(wf), workflows_table([wf]), render_progress(wf, NOW), timeline_table(rows)):
+            out_console.print(view)
+        drawn = out_console.file.getvalue()
+        for obeyed in ("\x1b[2J", "\x1b]0;", "\u202e", "\r", "\x07"):
+            assert obeyed not in drawn, (obeyed, drawn)
+        plain = ESCAPE.sub("", drawn)  # less rich's own colours on the terminal
+        assert SHOWN in plain
+        assert "\\x1b]0;owned\\x07" in plain and "line two" in plain  # an error keeps its lines
+    # As in a log: the same, and one row per action still.
+    text = to_text(workflows_table([wf]), width=200)
+    assert SHOWN in text and len(text.splitlines()) == 2

@@ -66,3 +66,30 @@ def test_a_file_that_is_not_json_says_where(capsys, tmp_path):
     code, out, err = validate(capsys, str(path))
     assert (code, out) == (2, "")
     assert f"{path}:2:" in err and "not valid JSON" in err, err
+
+
+REPEATED = (
+    '{"name": "first", "name": "second", "actions": [\n'
+    '  {"id": 1, "name": "a", "type": "SHELL", "command": ["true"], "command": ["false"]}\n'
+    "]}"
+)
+
+
+def test_a_key_given_twice_is_a_violation_naming_it_and_where(capsys, tmp_path):
+    path = tmp_path / "repeated.json"
+    path.write_text(REPEATED)
+    code, out, err = validate(capsys, str(path))
+    assert (code, out) == (1, "")
+    assert '  - name: key "name" is given more than once in this object: keys must be unique' in err, err
+    assert '  - actions[0].command (action 1): key "command" is given more than once' in err, err
+
+
+def test_submit_refuses_a_file_with_a_key_given_twice_before_sending_it(capsys, tmp_path):
+    """Sent, the file would have reached the server with the last value only."""
+    path = tmp_path / "repeated.json"
+    path.write_text(REPEATED)
+    with pytest.raises(SystemExit) as ended:
+        main(["submit", str(path), "--url", "http://127.0.0.1:9"])  # nothing listens there: nothing is sent
+    _, err = capsys.readouterr()
+    assert ended.value.code == 2
+    assert 'name: key "name" is given more than once' in err and "actions[0].command" in err, err

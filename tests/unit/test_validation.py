@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -627,3 +627,16 @@ def test_execution_settings_are_accepted_in_both_forms_and_defaults_fill_in():
 def test_the_bundled_examples_are_valid(path):
     _, violations = parse_workflow(json.loads((ROOT / path).read_text()))
     assert violations == [], violations
+
+
+def test_the_path_limits_leave_room_for_the_longest_attempt_name():
+    """shared.path_limits counts the bytes an attempt adds to an output's last name: the
+    longest attempt name of the longest output name still fits NAME_MAX, on both storages."""
+    from shared.path_limits import NAME_MAX_BYTES, OUTPUT_NAME_MAX_BYTES
+    from shared.storage.local import LocalStorage
+    from shared.storage.webhdfs import WebHdfsStorage
+
+    final = "/outputs/" + "o" * OUTPUT_NAME_MAX_BYTES
+    for attempt_path in (LocalStorage.attempt_path, WebHdfsStorage.attempt_path):
+        name = PurePosixPath(attempt_path(None, final, "wf-0123456789ab." + "é" * 80, 999_999)).name  # type: ignore[arg-type]
+        assert len(name.encode()) <= NAME_MAX_BYTES, name
