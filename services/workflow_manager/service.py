@@ -88,6 +88,7 @@ class WorkflowManager:
 
     async def start(self) -> None:
         await auth.check_exposure(self.settings, self.ctx.store)
+        await auth.check_isolation(self.settings, self.ctx.store)
         self.runner = web.AppRunner(self.app(), access_log=None, lingering_time=LINGER)
         await self.runner.setup()
         await web.TCPSite(self.runner, self.settings.host, self.settings.port).start()
