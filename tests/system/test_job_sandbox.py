@@ -6,22 +6,29 @@ gateway reachable from other machines refuses to serve more than one user."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from pingo.dev import all_services
+from shared.config import Settings
+from shared.executors.base import JobState
 from shared.runtime import Context, running
 from shared.store import users
 from shared.store.embedded import EmbeddedMongo
 from tests.support.net import free_port
+from tests.support.processes import marked, spawning_action
 from tests.support.system import Api, make_settings
 from tests.support.workflows import ROOT, shell_action
 
@@ -116,7 +123,10 @@ async def wait_running(api: Api, wf_id: str, timeout: float = 60.0) -> dict:
     return wf
 
 
-async def test_a_users_job_reaches_neither_pingo_nor_another_user(base: Path) -> None:
+@contextlib.asynccontextmanager
+async def alice_and_bob(base: Path) -> AsyncIterator[tuple[Settings, Context, Api, Api]]:
+    """The services in process, authentication required, users alice and bob (not admins),
+    the embedded store in Pingo's data folder, and an output root per user."""
     settings = make_settings(
         base, None, auth="required", data_dir=base / "data", output_roots=[base / "home" / "{user}"],
         auth_cache_seconds=0.5,
@@ -129,58 +139,87 @@ async def test_a_users_job_reaches_neither_pingo_nor_another_user(base: Path) ->
         await alice.open()
         await bob.open()
         try:
-            # Bob: a committed output in his root, and a job that runs on meanwhile.
-            kept = shell_action(1, "bob-out", isManaged=False, outputPath="r")
-            done = await bob.run({"name": "b1", "actions": [kept]})
-            assert done["state"] == "SUCCEEDED", done
-            bob_output = Path(done["actions"][0]["outputPath"]) / "part-00000"
-            long = await bob.submit({"name": "b2", "actions": [shell_action(1, "bob-long", seconds=120)]})
-            running_wf = await wait_running(bob, long["id"])
-            bob_action = await ctx.store.db.actions.find_one({"_id": running_wf["actions"][0]["id"]})
-            bob_job = settings.jobs_dir / bob_action["job_id"]
-            bob_pid = json.loads((bob_job / "status.json").read_text())["pid"]
-            targets = {
-                "store_socket": str(EmbeddedMongo(settings.data_dir).socket),
-                "ports": [settings.port, settings.callback_port, 5672],
-                "bob_output": str(bob_output),
-                "bob_root": str(base / "home" / "bob"),
-                "managed_root": str(settings.managed_dir),
-                "bob_kill": str(bob_job / "kill"),
-                "bob_request": str(bob_job / "request.json"),
-                "bob_log": str(bob_job / "stdout.log"),
-                "bob_pid": bob_pid,
-                "folders": [str(settings.data_dir), str(base / "home"), "/tmp"],
-            }
-            body = {
-                "name": "hostile",
-                "actions": [
-                    shell_action(1, "alice-in"),
-                    {"id": 2, "name": "hostile", "type": "SHELL", "command": ["python3", "-c", HOSTILE],
-                     "additionalInput": [json.dumps(targets)], "parentActions": [1]},
-                ],
-            }  # fmt: skip
-            wf = await alice.run(body)
-            assert wf["state"] == "SUCCEEDED", [(a["localId"], a["state"], a.get("error")) for a in wf["actions"]]
-            own_input, own_output = (Path(a["outputPath"]) for a in wf["actions"])
-            report = json.loads((own_output / "report.json").read_text())
-            done_anyway = {k: v for k, v in report.items() if isinstance(v, str) and not v.startswith("refused")}
-            assert done_anyway == {}, report
-            # Readable: its own input only (bound back into the sandbox), nothing of Pingo's.
-            assert report["readable"] and all(p.startswith(str(own_input)) for p in report["readable"]), report
-            assert report["secrets"] == []
-            assert len(report["processes"]) < 5, f"it sees processes beyond its own: {report['processes']}"
-            # Its own work was done, and committed where it belongs.
-            assert (own_output / "part-00000").read_bytes() == (own_input / "part-00000").read_bytes()[:100]
-            # Nothing of bob's was touched: his job runs on, his root holds his output only.
-            assert not (bob_job / "kill").exists()
-            assert (await bob.workflow(long["id"]))["actions"][0]["state"] == "RUNNING"
-            assert not (base / "home" / "bob" / "planted").exists()
-            assert not (settings.managed_dir / "planted").exists()
-            status, _ = await bob.request("POST", f"/api/v1/workflows/{long['id']}/kill")
-            assert status == 202
+            yield settings, ctx, alice, bob
         finally:
             await alice.close()
             await bob.close()
+
+
+async def test_a_users_job_reaches_neither_pingo_nor_another_user(base: Path) -> None:
+    async with alice_and_bob(base) as (settings, ctx, alice, bob):
+        # Bob: a committed output in his root, and a job that runs on meanwhile.
+        kept = shell_action(1, "bob-out", isManaged=False, outputPath="r")
+        done = await bob.run({"name": "b1", "actions": [kept]})
+        assert done["state"] == "SUCCEEDED", done
+        bob_output = Path(done["actions"][0]["outputPath"]) / "part-00000"
+        long = await bob.submit({"name": "b2", "actions": [shell_action(1, "bob-long", seconds=120)]})
+        running_wf = await wait_running(bob, long["id"])
+        bob_action = await ctx.store.db.actions.find_one({"_id": running_wf["actions"][0]["id"]})
+        bob_job = settings.jobs_dir / bob_action["job_id"]
+        bob_pid = json.loads((bob_job / "status.json").read_text())["pid"]
+        targets = {
+            "store_socket": str(EmbeddedMongo(settings.data_dir).socket),
+            "ports": [settings.port, settings.callback_port, 5672],
+            "bob_output": str(bob_output),
+            "bob_root": str(base / "home" / "bob"),
+            "managed_root": str(settings.managed_dir),
+            "bob_kill": str(bob_job / "kill"),
+            "bob_request": str(bob_job / "request.json"),
+            "bob_log": str(bob_job / "stdout.log"),
+            "bob_pid": bob_pid,
+            "folders": [str(settings.data_dir), str(base / "home"), "/tmp"],
+        }
+        body = {
+            "name": "hostile",
+            "actions": [
+                shell_action(1, "alice-in"),
+                {"id": 2, "name": "hostile", "type": "SHELL", "command": ["python3", "-c", HOSTILE],
+                 "additionalInput": [json.dumps(targets)], "parentActions": [1]},
+            ],
+        }  # fmt: skip
+        wf = await alice.run(body)
+        assert wf["state"] == "SUCCEEDED", [(a["localId"], a["state"], a.get("error")) for a in wf["actions"]]
+        own_input, own_output = (Path(a["outputPath"]) for a in wf["actions"])
+        report = json.loads((own_output / "report.json").read_text())
+        done_anyway = {k: v for k, v in report.items() if isinstance(v, str) and not v.startswith("refused")}
+        assert done_anyway == {}, report
+        # Readable: its own input only (bound back into the sandbox), nothing of Pingo's.
+        assert report["readable"] and all(p.startswith(str(own_input)) for p in report["readable"]), report
+        assert report["secrets"] == []
+        assert len(report["processes"]) < 5, f"it sees processes beyond its own: {report['processes']}"
+        # Its own work was done, and committed where it belongs.
+        assert (own_output / "part-00000").read_bytes() == (own_input / "part-00000").read_bytes()[:100]
+        # Nothing of bob's was touched: his job runs on, his root holds his output only.
+        assert not (bob_job / "kill").exists()
+        assert (await bob.workflow(long["id"]))["actions"][0]["state"] == "RUNNING"
+        assert not (base / "home" / "bob" / "planted").exists()
+        assert not (settings.managed_dir / "planted").exists()
+        status, _ = await bob.request("POST", f"/api/v1/workflows/{long['id']}/kill")
+        assert status == 202
+
+
+async def test_a_killed_job_leaves_no_process_even_one_that_left_its_group(base: Path) -> None:
+    """In its sandbox, a job's processes end with it, even one that made a session of its own."""
+    marker = f"pingo-tree-{uuid.uuid4().hex}"
+    try:
+        async with alice_and_bob(base) as (_, ctx, alice, _bob):
+            plan = await alice.submit({"name": "tree", "actions": [spawning_action(1, "-", marker, leave=True)]})
+            async with asyncio.timeout(60):
+                while len(marked(marker)) < 3:  # the job, its child and its grandchild (and bwrap)
+                    await asyncio.sleep(0.1)
+            status, _ = await alice.request("POST", f"/api/v1/workflows/{plan['id']}/kill")
+            assert status == 202
+            async with asyncio.timeout(60):
+                while (await alice.workflow(plan["id"]))["state"] != "KILLED":
+                    await asyncio.sleep(0.2)
+                job_id = (await ctx.store.db.actions.find_one({"_id": f"{plan['id']}.1"}))["job_id"]
+                while (await ctx.executor.status(job_id)).state in (JobState.PREP, JobState.RUNNING):
+                    await asyncio.sleep(0.1)
+            # Its end is told once none of its processes is left.
+            assert marked(marker) == []
+    finally:
+        for pid in marked(marker):
+            os.kill(pid, signal.SIGKILL)
 
 
 def pingo(*argv: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
