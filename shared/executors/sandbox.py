@@ -6,7 +6,8 @@ Pingo can: the store's Unix socket, the jobs folder (other jobs' requests, logs 
 files), other users' datasets. In the sandbox a job sees the machine read-only, with
 
 - Pingo's data folder, the managed root, every output root (every user's), the jobs
-  folder, the store's socket folder and the job runners' folder hidden (empty tmpfs);
+  folder, the store's socket folder, the job runners' folder and the credential folders
+  of Pingo's OS user (the pingo CLI's token, ~/.ssh, ...) hidden (empty tmpfs);
   a fresh ``/tmp``, ``/dev``, ``/proc`` and ``/run``;
 - its parents' datasets and its action folder bound back read-only, and its own attempt
   output writable: the folder of attempts it writes into (``.pingo-attempts``) is an
@@ -86,6 +87,15 @@ def _store_socket_dir(settings: Settings) -> Path | None:
     return None
 
 
+def _credential_dirs() -> list[Path]:
+    """Folders of this OS user's that hold credentials a job must not read: the pingo CLI's
+    token folder (an operator's, often an admin's) and the usual clients' ones."""
+    home = Path.home()
+    config = Path(os.environ["XDG_CONFIG_HOME"]) if os.environ.get("XDG_CONFIG_HOME") else home / ".config"
+    found = [config / "pingo", home / ".ssh", home / ".kube", home / ".aws", home / ".docker", home / ".gnupg"]
+    return [p.resolve() for p in found if p.is_dir()]
+
+
 def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
@@ -116,7 +126,7 @@ class Sandbox:
             return None
         from shared.executors.local_runner import runtime_dir
 
-        private = [settings.data_dir.resolve(), settings.jobs_dir, runtime_dir()]
+        private = [settings.data_dir.resolve(), settings.jobs_dir, runtime_dir(), *_credential_dirs()]
         if socket_dir := _store_socket_dir(settings):
             private.append(socket_dir.resolve())
         plain = settings.output_root_list(None)

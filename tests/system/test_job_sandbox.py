@@ -68,6 +68,7 @@ attempt("write into the managed root", lambda: write(os.path.join(targets["manag
 attempt("touch bob's kill file", lambda: write(targets["bob_kill"]))
 attempt("read bob's request", lambda: pathlib.Path(targets["bob_request"]).read_text())
 attempt("read bob's log", lambda: pathlib.Path(targets["bob_log"]).read_text())
+attempt("read the operator's token", lambda: pathlib.Path(targets["token"]).read_text())
 attempt("signal bob's job", lambda: os.kill(targets["bob_pid"], signal.SIGKILL))
 # Anything readable where Pingo keeps its things (a tmpfs shows only the folders made to
 # bind this job's own inputs and output into it).
@@ -145,7 +146,11 @@ async def alice_and_bob(base: Path) -> AsyncIterator[tuple[Settings, Context, Ap
             await bob.close()
 
 
-async def test_a_users_job_reaches_neither_pingo_nor_another_user(base: Path) -> None:
+async def test_a_users_job_reaches_neither_pingo_nor_another_user(base: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The operator's pingo CLI token, in the folder the CLI reads it from.
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "config"))
+    (base / "config" / "pingo").mkdir(parents=True)
+    (base / "config" / "pingo" / "token").write_text("pingo_operators_token")
     async with alice_and_bob(base) as (settings, ctx, alice, bob):
         # Bob: a committed output in his root, and a job that runs on meanwhile.
         kept = shell_action(1, "bob-out", isManaged=False, outputPath="r")
@@ -167,6 +172,7 @@ async def test_a_users_job_reaches_neither_pingo_nor_another_user(base: Path) ->
             "bob_request": str(bob_job / "request.json"),
             "bob_log": str(bob_job / "stdout.log"),
             "bob_pid": bob_pid,
+            "token": str(base / "config" / "pingo" / "token"),
             "folders": [str(settings.data_dir), str(base / "home"), "/tmp"],
         }
         body = {
