@@ -195,7 +195,7 @@ class Sandbox:
         hidden = self.hidden()
         for path in hidden:
             wrapped += ["--tmpfs", str(path)]
-        shown = [Path(p) for p in inputs if Path(p).is_absolute()]
+        shown = [Path(p) for p in inputs if Path(p).is_absolute() and not Path(p).is_symlink()]
         if action_folder:
             shown.append(Path(action_folder))
         for path in shown:
@@ -217,11 +217,16 @@ class Sandbox:
 
 def collect(spec: dict[str, str]) -> None:
     """After a sandboxed job: its attempt output moves from its outbox to where the attempt
-    belongs (the same folder, so a rename), and the outbox goes."""
+    belongs (the same folder, so a rename), unless it is a symbolic link, and the outbox goes."""
     outbox, output = Path(spec["outbox"]), Path(spec["output"])
     made = outbox / output.name
     try:
-        if made.exists() or made.is_symlink():
+        if made.is_symlink():
+            # Inside, it pointed nowhere; outside, it could point at another user's data, which
+            # a later job of its owner would then be given as an input.
+            log.warning("a sandboxed job made its output %s a symbolic link: not kept", output)
+            made.unlink()
+        elif made.exists():
             os.rename(made, output)
     except OSError as exc:
         log.error("could not move the output of a sandboxed job from %s to %s: %s", made, output, exc)

@@ -228,6 +228,27 @@ async def test_a_killed_job_leaves_no_process_even_one_that_left_its_group(base:
             os.kill(pid, signal.SIGKILL)
 
 
+async def test_an_output_made_a_link_to_another_users_data_is_not_kept(base: Path) -> None:
+    """A job that makes its attempt a symbolic link to bob's data (dangling in its sandbox)
+    does not get it committed as its output, where its next job would be given bob's data."""
+    async with alice_and_bob(base) as (_, _ctx, alice, bob):
+        done = await bob.run({"name": "b", "actions": [shell_action(1, "bob-x", isManaged=False, outputPath="x")]})
+        theirs = done["actions"][0]["outputPath"]
+        link = "import os, sys; os.symlink(sys.argv[1], sys.argv[2])"
+        body = {
+            "name": "link",
+            "actions": [
+                {"id": 1, "name": "link", "type": "SHELL", "command": ["python3", "-c", link],
+                 "additionalInput": [theirs]},
+                {"id": 2, "name": "read", "type": "SHELL", "command": ["cat"], "parentActions": [1]},
+            ],
+        }  # fmt: skip
+        wf = await alice.run(body)
+        first = wf["actions"][0]
+        assert first["state"] == "FAILED", first
+        assert not Path(first["outputPath"]).is_symlink()
+
+
 def pingo(*argv: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "pingo.cli", *argv], env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
