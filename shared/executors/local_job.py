@@ -279,6 +279,8 @@ class Supervisor:
             sandbox.collect(spec)
         if left:
             state, error = "FAILED", f"processes {left} of the job did not end after SIGKILL"
+        elif self.sandboxed and not self.killed and (why := sandbox.launch_error(job_dir, rc, argv)):
+            state, error = "FAILED", why
         else:
             state, error = ending(job_dir, rc, self.killed)
         self.finish(state, error, exit_code=rc)

@@ -199,6 +199,8 @@ class Runner:
             state, error = "FAILED", f"processes {left} of the job did not end after SIGKILL"
         elif job.stopped_because is not None:
             state, error = "FAILED", job.stopped_because
+        elif spec and job.killed_at is None and (why := sandbox.launch_error(job.dir, rc, job.request["argv"])):
+            state, error = "FAILED", why
         else:
             state, error = ending(job.dir, rc, job.killed_at is not None)
         self.finish(job, state, error, exit_code=rc)

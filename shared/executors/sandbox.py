@@ -215,6 +215,23 @@ class Sandbox:
         return wrapped, {"outbox": str(outbox), "output": output}
 
 
+def launch_error(job_dir: Path, rc: int, argv: list[str]) -> str | None:
+    """The reason bwrap could not start the job's program, said as it is without a sandbox
+    ("could not start './x': ..."), if that is why it ended."""
+    if rc != 1:
+        return None
+    try:
+        with open(job_dir / "stderr.log", "rb") as f:
+            head = f.read(2000).decode(errors="replace")
+    except OSError:
+        return None
+    program = argv[argv.index("--") + 1] if "--" in argv and argv.index("--") + 1 < len(argv) else ""
+    prefix = f"bwrap: execvp {program}: "
+    if not program or not head.startswith(prefix):
+        return None
+    return f"could not start {program!r}: {head[len(prefix) :].strip()}"
+
+
 def collect(spec: dict[str, str]) -> None:
     """After a sandboxed job: its attempt output moves from its outbox to where the attempt
     belongs (the same folder, so a rename), unless it is a symbolic link, and the outbox goes."""
