@@ -150,6 +150,17 @@ class Settings(BaseSettings):
         default_factory=list, description="Where actionFolder may point; default the working directory."
     )
     local_slots: int = Field(4, description="Local executor: actions running at once on this machine.")
+    job_sandbox: Literal["auto", "bwrap", "off"] = Field(
+        "auto",
+        description="Local executor: the sandbox jobs run in (docs/users.md, 'What a job can reach'). auto: the "
+        "jobs of users (users on) run in bubblewrap where bwrap works; bwrap: every job, and a process refuses to "
+        "start where bwrap does not work; off: none (then a gateway with more than one user stays on loopback).",
+    )
+    job_network: bool = Field(
+        False,
+        description="Local executor: sandboxed jobs share this machine's network (the store's and the broker's "
+        "TCP ports included); default: a network of their own with only a loopback.",
+    )
     spark_master: str | None = Field(
         None, description="SPARK actions' --master; default local[2] (local executor), yarn (Oozie)."
     )

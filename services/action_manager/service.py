@@ -292,6 +292,7 @@ class ActionManager:
                         *res.get("input_paths", []),
                         attempt_path,
                     ],
+                    inputs=res.get("input_paths", []),
                     configuration={p["key"] or "": p["value"] for p in definition.get("configurationParameters", [])},
                     notify_url=self.notify_url(res),
                     owner=res.get("owner"),

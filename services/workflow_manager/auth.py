@@ -4,7 +4,8 @@ Credentials are ``Authorization: Bearer <credential>``: a Pingo API token (``pin
 ``pingo users add``) or, where ``PINGO_OIDC_ISSUER`` is set, a JWT of that identity
 provider. Whether they are needed is ``PINGO_AUTH``: ``auto`` asks for them once a user
 exists (or an issuer is set), ``required`` always, ``off`` never (a single-user Pingo,
-which then refuses to listen beyond loopback: ``check_exposure``).
+which then refuses to listen beyond loopback: ``check_exposure``). Beyond loopback, more
+than one user with local jobs that no sandbox isolates is refused too (``check_isolation``).
 
 Replicas share users through the store and each trusts what it read for at most
 ``PINGO_AUTH_CACHE_SECONDS``: a revoked token stops working on every replica within that.
@@ -25,6 +26,7 @@ from services.workflow_manager import ui
 from services.workflow_manager.guard import Handler
 from services.workflow_manager.oidc import InvalidToken, Verifier
 from shared.config import Settings
+from shared.executors.sandbox import isolation_problem
 from shared.problems import UNAUTHENTICATED, ProblemError, problem
 from shared.runtime import Refused
 from shared.store import users
@@ -80,6 +82,30 @@ async def check_exposure(settings: Settings, store: Store) -> None:
             "add a user first (pingo users add NAME --admin), set PINGO_OIDC_ISSUER, or set PINGO_AUTH=required "
             "to start with nobody allowed in yet"
         )
+
+
+async def check_isolation(settings: Settings, store: Store) -> None:
+    """Refuse to serve more than one user beyond loopback when their local jobs would not
+    be isolated from each other and from Pingo (no sandbox: docs/users.md, "What a job can
+    reach"). One user, or loopback, is served as before: that person runs what they like."""
+    if settings.executor != "local" or loopback(settings.host) or settings.auth == "off":
+        return  # Oozie runs each job as its user; auth off beyond loopback is refused already
+    problem = isolation_problem(settings)
+    if problem is None:
+        return
+    if settings.oidc_issuer:
+        who = "anyone the OIDC issuer vouches for may sign in"
+    else:
+        active = [u for u in await users.all_users(store) if u.get("revoked_at") is None]
+        if len(active) <= 1:
+            return
+        who = f"{len(active)} users may sign in"
+    raise Refused(
+        f"PINGO_HOST={settings.host} is reachable from other machines, {who}, and the local executor cannot "
+        f"isolate their jobs from each other and from Pingo ({problem}): each job could read and change every "
+        "user's data and Pingo's own. Install bubblewrap (apt-get install bubblewrap) and leave "
+        "PINGO_JOB_SANDBOX=auto, run jobs on Hadoop (PINGO_EXECUTOR=oozie), or bind PINGO_HOST=127.0.0.1"
+    )
 
 
 def unauthenticated(detail: str, given: bool) -> ProblemError:

@@ -97,6 +97,7 @@ class WorkflowManager:
 
     async def start(self) -> None:
         await auth.check_exposure(self.settings, self.ctx.store)
+        await auth.check_isolation(self.settings, self.ctx.store)
         # Connections capped and timed (shared/connections.py): idle ones cannot starve the gateway.
         self.runner = CappedRunner(self.app(), self.settings, access_log=None, lingering_time=LINGER)
         await self.runner.setup()

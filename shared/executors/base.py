@@ -38,6 +38,8 @@ class JobRequest(BaseModel):
     main_class: str | None
     command: list[str] | None
     arguments: list[str]
+    # The parents' output paths (among ``arguments`` too): what a sandboxed job may read.
+    inputs: list[str] = []
     configuration: dict[str, str]
     notify_url: str
     # MAP_REDUCE: a streaming command (argv) or a Java class per side, and the formats;
@@ -49,7 +51,8 @@ class JobRequest(BaseModel):
     application: str | None = None
     spark_opts: list[str] = []
     # The user the job runs for (docs/users.md, "On Hadoop"): Oozie's doAs. None: users off,
-    # the job runs as Pingo's own identity. The local executor runs every job as Pingo's OS user.
+    # the job runs as Pingo's own identity. The local executor runs every job as Pingo's OS user,
+    # a job with an owner in its sandbox (docs/users.md, "What a job can reach").
     owner: str | None = None
 
 

@@ -16,5 +16,9 @@ def make_executor(settings: Settings) -> Executor:
             posixpath.join(settings.hdfs_root, "oozie-apps"), settings.spark_master,
         )  # fmt: skip
     from shared.executors.local import LocalExecutor
+    from shared.executors.sandbox import Sandbox
 
-    return LocalExecutor(settings.jobs_dir, slots=settings.local_slots, spark_master=settings.spark_master)
+    return LocalExecutor(
+        settings.jobs_dir, slots=settings.local_slots, spark_master=settings.spark_master,
+        sandbox=Sandbox.for_settings(settings),
+    )  # fmt: skip

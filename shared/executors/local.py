@@ -9,8 +9,9 @@ protocol.
 
 The jobs folder and everything in it is private to Pingo's user (0700 folders, 0600
 files). The notification URL, which holds the action's callback secret, is never written
-there: the runner gets it over its private socket (a supervisor, over its stdin). See
-README "What the local executor does not isolate" for what a job can still reach."""
+there: the runner gets it over its private socket (a supervisor, over its stdin). With
+users on, a job runs in a sandbox (``sandbox``) that hides all of that, the store and
+other users' data from it: docs/users.md, "What a job can reach"."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from typing import BinaryIO
 from shared.executors import local_runner
 from shared.executors.base import FOLLOW_INTERVAL, LOG_CHUNK, JobRequest, JobState, JobStatus, LogsGone, LogStream
 from shared.executors.log_tail import LineTail
+from shared.executors.sandbox import Sandbox
 from shared.hadoop.mapreduce import job_properties
 from shared.storage.names import path_name
 from shared.workflow_spec import ActionSpec, ActionType, is_streaming
@@ -167,8 +169,11 @@ class LocalExecutor:
     name = "local"
     supports = frozenset(ActionType)
 
-    def __init__(self, jobs_dir: Path, slots: int = 4, spark_master: str | None = None) -> None:
+    def __init__(
+        self, jobs_dir: Path, slots: int = 4, spark_master: str | None = None, sandbox: Sandbox | None = None
+    ) -> None:
         self.jobs_dir = jobs_dir
+        self.sandbox = sandbox  # the jobs of users run in it (docs/users.md, "What a job can reach")
         self.slots = slots
         self.spark_master = spark_master or "local[2]"
         self.jobs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -216,13 +221,29 @@ class LocalExecutor:
             job_dir.mkdir(mode=0o700)
         except FileExistsError:
             return False
-        request = {
-            "argv": self.argv(job),
-            # A Spark job writes where it runs (spark-warehouse, metastore_db): not into its
-            # action folder, whose files are part of its lineage hash.
-            "cwd": str(job_dir)
+        argv = self.argv(job)
+        # A Spark job writes where it runs (spark-warehouse, metastore_db): not into its
+        # action folder, whose files are part of its lineage hash.
+        cwd = (
+            str(job_dir)
             if job.type in (ActionType.SPARK, ActionType.MAP_REDUCE) or not job.action_folder
-            else job.action_folder,
+            else job.action_folder
+        )
+        sandboxed = None
+        if self.sandbox is not None and self.sandbox.applies(job.owner) and job.arguments:
+            # The last argument is the attempt's output (docs/planning.md, "The argument contract").
+            try:
+                argv, sandboxed = self.sandbox.wrap(
+                    argv, cwd, job_dir, job.inputs, job.action_folder, job.arguments[-1]
+                )
+            except BaseException:
+                job_dir.rmdir()  # not a job yet: the submit's retry makes it again
+                raise
+            cwd = str(job_dir)  # bwrap's own; the job's is inside the sandbox (--chdir)
+        request = {
+            "argv": argv,
+            "cwd": cwd,
+            "sandbox": sandboxed,
             "env": job_environment(job.configuration, job.action_id, job.type == ActionType.SHELL),
             "slots_dir": str(self.jobs_dir / ".slots"),
             "slots": self.slots,

@@ -38,6 +38,8 @@ import urllib.parse
 from pathlib import Path
 from typing import IO
 
+from shared.executors import process_tree, sandbox
+
 
 def write_status(job_dir: Path, **fields: object) -> None:
     path = job_dir / "status.json"
@@ -211,11 +213,14 @@ class Supervisor:
         self.slot = None
         self.killed = False
         self.killed_at = 0.0
+        self.sandboxed = False
 
     def on_term(self, signum: int, frame: object) -> None:
         self.killed, self.killed_at = True, time.time()
         if self.child is not None and self.child.poll() is None:
-            self.child.terminate()
+            # Every process of the job (its group), but a sandbox's bwrap (local_runner.terminate).
+            spare = self.child.pid if self.sandboxed else None
+            process_tree.signal_group(self.child.pid, signal.SIGTERM, spare=spare)
 
     def finish(self, state: str, error: str | None, **fields: object) -> None:
         write_status(self.job_dir, state=state, ended_at=time.time(), error=error, **fields)
@@ -235,6 +240,7 @@ class Supervisor:
             self.finish("KILLED", "killed before it started")
             return 0
         argv = request["argv"]
+        self.sandboxed = bool(request.get("sandbox"))
         with open(job_dir / "stdout.log", "wb") as out, open(job_dir / "stderr.log", "wb") as err:
             started = time.time()
             try:
@@ -246,6 +252,7 @@ class Supervisor:
                     stderr=err,
                     stdin=subprocess.DEVNULL,
                     umask=self.job_umask,
+                    start_new_session=True,  # a group of its own: a kill reaches all its processes
                 )
             except Exception as exc:  # OSError, and ValueError for a NUL or an "=" the OS cannot take
                 program = repr(argv[0]) if argv else "an empty command"
@@ -265,17 +272,27 @@ class Supervisor:
                 if not self.killed and (job_dir / "kill").exists():
                     self.on_term(signal.SIGTERM, None)
                 elif self.killed and time.time() - self.killed_at > KILL_GRACE:
-                    self.child.kill()
-        state, error = ending(job_dir, rc, self.killed)
+                    process_tree.signal_group(self.child.pid, signal.SIGKILL)
+        # What the job left running ends with it, before its end is told (local_runner.wait).
+        left = process_tree.end(self.child.pid)
+        if spec := request.get("sandbox"):
+            sandbox.collect(spec)
+        if left:
+            state, error = "FAILED", f"processes {left} of the job did not end after SIGKILL"
+        elif self.sandboxed and not self.killed and (why := sandbox.launch_error(job_dir, rc, argv)):
+            state, error = "FAILED", why
+        else:
+            state, error = ending(job_dir, rc, self.killed)
         self.finish(state, error, exit_code=rc)
         return 0
 
     def crashed(self, exc: BaseException) -> None:
         """The supervisor itself failed: stop the job (nothing would watch it) and say why."""
         traceback.print_exc()  # to supervisor.log
-        if self.child is not None and self.child.poll() is None:
-            self.child.kill()
+        if self.child is not None:
+            process_tree.signal_group(self.child.pid, signal.SIGKILL)
             self.child.wait()
+            process_tree.end(self.child.pid)
         try:
             self.finish("FAILED", f"the local job supervisor failed: {type(exc).__name__}: {exc}")
         except Exception:

@@ -16,7 +16,11 @@ folder (a Unix socket's path must be short, and must not sit on a shared volume)
 
 The executor hands a job over by its folder's name and notification URL, one JSON line
 on the socket; the URL carries the callback secret, so it is kept in memory only. A
-job is started with fork/exec (argv, never a shell), its output in the job folder.
+job is started with fork/exec (argv, never a shell), its output in the job folder, as
+the leader of a process group of its own: a kill reaches every process of the job, and
+its end is written only once none is left (``process_tree``). A job of a user runs in
+its sandbox (``sandbox``): its argv is bwrap's, and its output is moved out of its
+outbox when it has ended, before its end is written.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from shared.config import Settings
+from shared.executors import process_tree, sandbox
 from shared.executors.local_job import HEARTBEAT_EVERY, KILL_GRACE, beat, ending, notify, try_slot, write_status
 from shared.logs import configure_logging
 
@@ -170,7 +175,7 @@ class Runner:
         try:
             job.proc = await asyncio.create_subprocess_exec(
                 *argv, cwd=job.request["cwd"], env=job.request["env"], stdout=out, stderr=err,
-                stdin=asyncio.subprocess.DEVNULL, umask=self.job_umask,
+                stdin=asyncio.subprocess.DEVNULL, umask=self.job_umask, start_new_session=True,
             )  # fmt: skip
         except Exception as exc:  # OSError, and ValueError for a NUL or an "=" the OS cannot take
             program = repr(argv[0]) if argv else "an empty command"
@@ -185,8 +190,17 @@ class Runner:
     async def wait(self, job: Job) -> None:
         assert job.proc is not None
         rc = await job.proc.wait()
-        if job.stopped_because is not None:
+        # What the job left running ends with it, before its end is told: a retry never
+        # runs beside what is left of this attempt.
+        left = await asyncio.to_thread(process_tree.end, job.proc.pid)
+        if spec := job.request.get("sandbox"):
+            await asyncio.to_thread(sandbox.collect, spec)
+        if left:
+            state, error = "FAILED", f"processes {left} of the job did not end after SIGKILL"
+        elif job.stopped_because is not None:
             state, error = "FAILED", job.stopped_because
+        elif spec and job.killed_at is None and (why := sandbox.launch_error(job.dir, rc, job.request["argv"])):
+            state, error = "FAILED", why
         else:
             state, error = ending(job.dir, rc, job.killed_at is not None)
         self.finish(job, state, error, exit_code=rc)
@@ -216,11 +230,9 @@ class Runner:
                     continue
                 if job.killed_at is None and (job.dir / "kill").exists():
                     job.killed_at = now
-                    with contextlib.suppress(ProcessLookupError):
-                        job.proc.terminate()
+                    terminate(job)
                 elif job.killed_at is not None and now - job.killed_at > KILL_GRACE:
-                    with contextlib.suppress(ProcessLookupError):
-                        job.proc.kill()
+                    process_tree.signal_group(job.proc.pid, signal.SIGKILL)
             if now - last_queued >= QUEUED_KILL_CHECK:
                 last_queued = now
                 for job in [j for j in self.queue if (j.dir / "kill").exists()]:
@@ -244,8 +256,7 @@ class Runner:
         for job in list(self.jobs.values()):
             if job.proc is not None and job.proc.returncode is None:
                 job.killed_at, job.stopped_because = time.time(), failure
-                with contextlib.suppress(ProcessLookupError):
-                    job.proc.terminate()
+                terminate(job)
         for job in list(self.queue):
             self.finish(job, "FAILED" if failure else "KILLED", failure or "the local job runner was stopped")
         self.queue.clear()
@@ -254,8 +265,17 @@ class Runner:
             await asyncio.sleep(0.1)
         for job in list(self.jobs.values()):
             if job.proc is not None and job.proc.returncode is None:
-                job.proc.kill()
-        await asyncio.sleep(0.2)  # their waiters write the final states
+                process_tree.signal_group(job.proc.pid, signal.SIGKILL)
+        while any(j.proc is not None for j in self.jobs.values()) and time.monotonic() < deadline + 5.0:
+            await asyncio.sleep(0.1)  # their waiters end what is left and write the final states
+
+
+def terminate(job: Job) -> None:
+    """SIGTERM to every process of the job (its group), but bwrap's own: its end would
+    SIGKILL the sandbox at once, where the job gets KILL_GRACE to stop cleanly."""
+    assert job.proc is not None
+    spare = job.proc.pid if job.request.get("sandbox") else None
+    process_tree.signal_group(job.proc.pid, signal.SIGTERM, spare=spare)
 
 
 def output_files(job_dir: Path) -> tuple[int, int]:

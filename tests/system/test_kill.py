@@ -5,12 +5,17 @@ repair sweep if the gateway that took it died."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import signal
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from shared.store.transitions import decode
+from tests.support.processes import marked, spawning_action
 from tests.support.system import Api, make_settings
 from tests.support.workflows import shell_action
 
@@ -133,3 +138,22 @@ async def test_a_kill_ends_an_action_whose_submitter_died_before_its_job_existed
     assert status == 202
     wf = await wait_state(system, wf_id, "KILLED")
     assert {a["state"] for a in wf["actions"]} == {"KILLED"}
+
+
+async def test_a_timed_out_job_leaves_no_process_and_its_retry_runs_alone(system: Api, tmp_path: Path) -> None:
+    """A job that started a child, which started a grandchild: its timeout ends all three
+    before the attempt is over, so the retry finds none of them, nor does anyone after."""
+    marker = f"pingo-tree-{uuid.uuid4().hex}"
+    seen = tmp_path / "seen.jsonl"
+    retry = {"count": 1, "delaySeconds": 0.1}
+    action = spawning_action(1, str(seen), marker, timeoutSeconds=2, retries=retry)
+    try:
+        wf = await system.run({"name": "tree", "actions": [action]}, timeout=90)
+        assert wf["state"] == "FAILED", wf
+        assert marked(marker) == []
+        attempts = [json.loads(line) for line in seen.read_text().splitlines()]
+        assert len(attempts) == 2, attempts
+        assert attempts[1]["others"] == [], "the retry ran beside what was left of the first attempt"
+    finally:
+        for pid in marked(marker):
+            os.kill(pid, signal.SIGKILL)
