@@ -8,12 +8,13 @@ executor and the local filesystem.
 from __future__ import annotations
 
 import posixpath
+import re
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.sizes import Bytes
 
@@ -131,6 +132,26 @@ class Settings(BaseSettings):
         default_factory=list, description="Where actionFolder may point; default the working directory."
     )
     local_slots: int = Field(4, description="Local executor: actions running at once on this machine.")
+    job_env_pass: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Local executor: names of variables of Pingo's environment that jobs get besides the "
+        'allow-list (docs/planning.md, "The job\'s environment"), comma-separated: PINGO_JOB_ENV_PASS=CUDA_HOME,'
+        "KRB5CCNAME. A name ending in * passes every variable it starts. Pingo's own PINGO_* never pass.",
+    )
+
+    @field_validator("job_env_pass", mode="before")
+    @classmethod
+    def _names(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [n.strip() for n in value.split(",") if n.strip()]
+        if isinstance(value, list):
+            for name in value:
+                if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", name):
+                    raise ValueError(f"PINGO_JOB_ENV_PASS: {name!r} is not a variable name (or a prefix ending in *)")
+                if name.upper().startswith("PINGO"):
+                    raise ValueError(f"PINGO_JOB_ENV_PASS: {name!r}: Pingo's own settings never reach a job")
+        return value
+
     spark_master: str | None = Field(
         None, description="SPARK actions' --master; default local[2] (local executor), yarn (Oozie)."
     )

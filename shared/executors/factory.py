@@ -17,4 +17,9 @@ def make_executor(settings: Settings) -> Executor:
         )  # fmt: skip
     from shared.executors.local import LocalExecutor
 
-    return LocalExecutor(settings.jobs_dir, slots=settings.local_slots, spark_master=settings.spark_master)
+    return LocalExecutor(
+        settings.jobs_dir,
+        slots=settings.local_slots,
+        spark_master=settings.spark_master,
+        env_pass=settings.job_env_pass,
+    )

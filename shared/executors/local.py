@@ -75,10 +75,34 @@ def _age(path: Path) -> float | None:
         return None
 
 
-def job_environment(configuration: dict[str, str], action_id: str, shell: bool) -> dict[str, str]:
-    """The action's environment: this process's, less Pingo's own settings (they hold the
-    database and broker credentials), plus the action id and, for SHELL, its configuration."""
-    env = _without_settings()
+# The variables of Pingo's environment a job gets (docs/planning.md, "The job's environment"):
+# what finds programs and speaks the host's language and time, and where Java, Spark and
+# Hadoop are. Nothing else of the server's: its environment holds its own settings and
+# whatever its operator exported (PINGO_TOKEN, cloud keys). A name ending in * is a prefix.
+JOB_ENV_ALLOWED = (
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR",
+    "JAVA_HOME", "SPARK_HOME", "HADOOP_HOME", "HADOOP_CONF_DIR", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
+)  # fmt: skip
+
+
+def _passes(name: str, allowed: tuple[str, ...]) -> bool:
+    if name.startswith("PINGO_"):
+        return False  # Pingo's own, whatever the allow-list says
+    return any(name.startswith(a[:-1]) if a.endswith("*") else name == a for a in allowed)
+
+
+def job_environment(
+    configuration: dict[str, str], action_id: str, shell: bool, passed: tuple[str, ...] = (), pingo_code: bool = False
+) -> dict[str, str]:
+    """The action's environment, built, never inherited: the allow-list (``JOB_ENV_ALLOWED``
+    and ``passed``, PINGO_JOB_ENV_PASS) of this process's variables, the action id and, for
+    SHELL, its configuration. ``pingo_code``: the job is a program of Pingo's (the MapReduce
+    engines), which imports Pingo's own code."""
+    allowed = (*JOB_ENV_ALLOWED, *passed)
+    env = {k: v for k, v in os.environ.items() if _passes(k, allowed)}
+    env.setdefault("PATH", os.defpath)
+    if pingo_code:
+        env["PYTHONPATH"] = PROJECT_ROOT
     env["PINGO_ACTION_ID"] = action_id
     if shell:
         env.update(configuration)
@@ -88,11 +112,12 @@ def job_environment(configuration: dict[str, str], action_id: str, shell: bool) 
 
 
 def _without_settings() -> dict[str, str]:
-    from shared.config import Settings
-
-    # The log settings stay: the runner's lines look like its starter's (docs/operations.md).
-    own = {f"PINGO_{name.upper()}" for name in Settings.model_fields} - {"PINGO_LOG_LEVEL", "PINGO_LOG_FORMAT"}
-    return {k: v for k, v in os.environ.items() if k not in own}
+    """The environment of Pingo's own helper processes (the job runner, a supervisor): this
+    process's, less every PINGO_ variable (settings, credentials such as PINGO_TOKEN) but the
+    log settings, so that the runner's lines look like its starter's (docs/operations.md).
+    Jobs never inherit it: theirs is built by ``job_environment``."""
+    keep = {"PINGO_LOG_LEVEL", "PINGO_LOG_FORMAT"}
+    return {k: v for k, v in os.environ.items() if not k.startswith("PINGO_") or k in keep}
 
 
 # spark-submit's own log lines, kept out of a job's stderr where its own are read.
@@ -167,8 +192,11 @@ class LocalExecutor:
     name = "local"
     supports = frozenset(ActionType)
 
-    def __init__(self, jobs_dir: Path, slots: int = 4, spark_master: str | None = None) -> None:
+    def __init__(
+        self, jobs_dir: Path, slots: int = 4, spark_master: str | None = None, env_pass: list[str] | None = None
+    ) -> None:
         self.jobs_dir = jobs_dir
+        self.env_pass = tuple(env_pass or ())
         self.slots = slots
         self.spark_master = spark_master or "local[2]"
         self.jobs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -223,7 +251,13 @@ class LocalExecutor:
             "cwd": str(job_dir)
             if job.type in (ActionType.SPARK, ActionType.MAP_REDUCE) or not job.action_folder
             else job.action_folder,
-            "env": job_environment(job.configuration, job.action_id, job.type == ActionType.SHELL),
+            "env": job_environment(
+                job.configuration,
+                job.action_id,
+                job.type == ActionType.SHELL,
+                self.env_pass,
+                pingo_code=job.type == ActionType.MAP_REDUCE,
+            ),
             "slots_dir": str(self.jobs_dir / ".slots"),
             "slots": self.slots,
             "external_id": job.external_id,
