@@ -7,6 +7,7 @@ executor and the local filesystem.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from functools import cached_property
@@ -143,7 +144,9 @@ class Settings(BaseSettings):
     @classmethod
     def _names(cls, value: object) -> object:
         if isinstance(value, str):
-            value = [n.strip() for n in value.split(",") if n.strip()]
+            # Comma-separated, as documented; a JSON list as every other list setting.
+            text = value.strip()
+            value = json.loads(text) if text.startswith("[") else [n.strip() for n in text.split(",") if n.strip()]
         if isinstance(value, list):
             for name in value:
                 if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", name):

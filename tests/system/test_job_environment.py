@@ -5,13 +5,18 @@ never Pingo's settings, credentials or anything else its operator exported."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import aio_pika
 import pytest
 
 from shared.config import Settings
-from tests.support.system import Api, make_settings
+from shared.executors import local_runner
+from tests.support.system import Api, Processes, make_settings, settings_env
+from tests.support.workflows import ROOT
 
 
 def env_action(aid: Any = 1, **extra: Any) -> dict[str, Any]:
@@ -42,7 +47,7 @@ def settings(tmp_path: Path, mongo_url: str, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("SITE_LICENSE", "passed-on-purpose")
     monkeypatch.setenv("LC_PINGO_TEST", "C")
     monkeypatch.setenv("TZ", "UTC")
-    return make_settings(tmp_path, mongo_url, job_env_pass=["SITE_LICENSE"])
+    return make_settings(tmp_path, mongo_url, job_env_pass=["SITE_LICENSE"], log_level="DEBUG")
 
 
 async def test_a_job_sees_the_allow_list_and_its_configuration_never_the_servers_environment(system: Api) -> None:
@@ -74,3 +79,84 @@ def test_pingo_job_env_pass_never_passes_pingos_own_settings() -> None:
     with pytest.raises(ValueError, match="never reach a job"):
         Settings(job_env_pass="SITE_LICENSE,PINGO_TOKEN")
     assert Settings(job_env_pass="A, LC_*").job_env_pass == ["A", "LC_*"]
+
+
+SECRET = "s3cret-value-7f1c9a"  # what a secret configuration value holds in the tests below
+
+
+def secret_workflow(value: str = SECRET, name: str = "secret") -> dict[str, Any]:
+    conf = {"API_TOKEN": {"value": value, "secret": True}, "MODE": "fast"}
+    return {"name": name, "actions": [env_action(configurationParameters=conf), env_action(2, parentActions=[1])]}
+
+
+async def test_a_secret_value_reaches_the_job_and_no_view_event_or_log(
+    processes: Processes, tmp_path: Path, amqp_url: str
+) -> None:
+    # Every event on Pingo's exchange, as an integrator would bind it.
+    conn = await aio_pika.connect(amqp_url)
+    channel = await conn.channel()
+    exchange = await channel.declare_exchange(processes.settings.exchange, aio_pika.ExchangeType.TOPIC, durable=True)
+    queue = await channel.declare_queue(exclusive=True)
+    await queue.bind(exchange, routing_key="#")
+    events: list[bytes] = []
+
+    async def on_message(m: aio_pika.abc.AbstractIncomingMessage) -> None:
+        events.append(m.body)
+        await m.ack()
+
+    await queue.consume(on_message)
+    try:
+        status, dry = await processes.request("POST", "/api/v1/workflows?dryRun=true", json=secret_workflow())
+        assert status == 200, dry
+        wf = await processes.run(secret_workflow())
+        assert wf["state"] == "SUCCEEDED", wf["actions"]
+        # The job got it, in its environment.
+        env = job_env(wf)
+        assert env["API_TOKEN"] == SECRET and env["MODE"] == "fast"
+        # No API view shows it: the workflow, its timeline, the dataset with its lineage
+        # (masked, ***), the dry run, the job's logs.
+        first = next(a for a in wf["actions"] if a["localId"] == 1)
+        shown = [dry, wf]
+        for path in (
+            f"/api/v1/workflows/{wf['id']}/timeline",
+            f"/api/v1/datasets/{first['hash']}",
+            "/api/v1/datasets",
+            f"/api/v1/actions/{first['id']}/logs",
+            f"/api/v1/actions/{first['id']}/logs?stream=stderr",
+        ):
+            status, body = await processes.request("GET", path)
+            assert status == 200, (path, body)
+            shown.append(body)
+        dataset = shown[3]
+        assert '"API_TOKEN"' in dataset["lineage"]["definition"] and "***" in dataset["lineage"]["definition"]
+        assert SECRET not in json.dumps(shown)
+        cli = subprocess.run(
+            [sys.executable, "-m", "pingo.cli", "status", wf["id"], "--json"],
+            cwd=ROOT, env={**settings_env(processes.settings), "PINGO_URL": processes.base},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert cli.returncode == 0, cli.stderr
+        assert SECRET not in cli.stdout + cli.stderr
+        # Changing it changes the computation: a new value is computed, not reused.
+        other = await processes.run(secret_workflow("another-value"))
+        assert [a["state"] for a in other["actions"]] == ["FINISHED", "FINISHED"], other["actions"]
+        again = await processes.run(secret_workflow())
+        assert {a["state"] for a in again["actions"]} <= {"REUSED", "SKIPPED"}, again["actions"]
+    finally:
+        await conn.close()
+    # Nothing on the bus, in the services' logs, in the catalogue's dataset and workflow
+    # records, or in Pingo's files outside the job's own folder and output holds it.
+    assert events and not [e for e in events if SECRET.encode() in e]
+    runner_log = local_runner.address(processes.settings.jobs_dir)[2]
+    logs = [*(tmp_path / "logs").glob("*.log"), *([runner_log] if runner_log.exists() else [])]
+    assert logs
+    for path in logs:
+        assert SECRET not in path.read_text(errors="replace"), path
+    # The job's request is where the runner starts it from (private to Pingo's user:
+    # docs/planning.md, "Secret values"); the job's own output is the job's business.
+    outputs = {Path(a["outputPath"]) for w in (wf, other, again) for a in w["actions"]}
+    for path in Path(processes.settings.data_dir).rglob("*"):
+        if path.is_file() and path.name != "request.json" and not any(o in path.parents for o in outputs):
+            assert SECRET.encode() not in path.read_bytes(), path
+    assert not [d async for d in processes.db.datasets.find({}) if SECRET in json.dumps(d, default=str)]
+    assert not [d async for d in processes.db.workflow_definitions.find({}) if SECRET in json.dumps(d, default=str)]
