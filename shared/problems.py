@@ -28,9 +28,10 @@ CROSS_ORIGIN = _TAG + "cross-origin"
 ALREADY_ENDED = _TAG + "already-ended"
 UNAUTHENTICATED = _TAG + "unauthenticated"
 LOGS_GONE = _TAG + "logs-gone"
+SHARED_COMPUTATION = _TAG + "shared-computation"
 TYPES = (
     INVALID_WORKFLOW, INVALID_QUERY, MALFORMED_BODY, STORE_UNAVAILABLE, PLANNING_ABANDONED,
-    HOST_NOT_ALLOWED, CROSS_ORIGIN, ALREADY_ENDED, UNAUTHENTICATED, LOGS_GONE,
+    HOST_NOT_ALLOWED, CROSS_ORIGIN, ALREADY_ENDED, UNAUTHENTICATED, LOGS_GONE, SHARED_COMPUTATION,
 )  # fmt: skip
 
 
@@ -104,6 +105,7 @@ TITLES = {
     ALREADY_ENDED: "The workflow has already ended",
     UNAUTHENTICATED: "Credentials missing or refused",
     LOGS_GONE: "The logs were removed",
+    SHARED_COMPUTATION: "The job is another user's",
 }
 
 
