@@ -81,7 +81,8 @@ def _age(path: Path) -> float | None:
 # whatever its operator exported (PINGO_TOKEN, cloud keys). A name ending in * is a prefix.
 JOB_ENV_ALLOWED = (
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR",
-    "JAVA_HOME", "SPARK_HOME", "HADOOP_HOME", "HADOOP_CONF_DIR", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
+    "JAVA_HOME", "SPARK_HOME", "SPARK_CONF_DIR", "SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME",
+    "HADOOP_HOME", "HADOOP_CONF_DIR", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
 )  # fmt: skip
 
 
