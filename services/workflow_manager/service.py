@@ -326,4 +326,6 @@ class WorkflowManager:
         d = await ds.get(self.ctx.store, h)
         if d is None:
             return error(404, f"no dataset {h!r}")
-        return answer(await provenance.detail(self.ctx.store, d, auth.identity(request).sees))
+        caller = auth.identity(request)
+        detail = await provenance.detail(self.ctx.store, d, caller.sees)
+        return answer(await sharing.for_caller(self.ctx.store, detail, caller))  # its history's notes too
