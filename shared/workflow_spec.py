@@ -259,7 +259,11 @@ class _RawAction(TypeFields):
     mainClassName: str | None = None
     command: list[str] | None = None
     additionalInput: list[_RawParam | str | int | float] | dict[str, Any] = Field(default_factory=list)
-    configurationParameters: list[_RawSetting] | dict[str, Any] = Field(default_factory=list)
+    configurationParameters: list[_RawSetting] | dict[str, str | int | float | bool | _RawSecret] = Field(
+        default_factory=list,
+        description='Named settings: [{"key", "value"}] or {name: value}; a SHELL action\'s value may be secret: '
+        '{"key", "value", "secret": true} or {name: {"value", "secret": true}} (never shown or logged)',
+    )
     forceComputation: bool = False
     isManaged: bool | None = None
     outputPath: str | None = None
