@@ -293,6 +293,7 @@ class ActionManager:
                         attempt_path,
                     ],
                     configuration={p["key"] or "": p["value"] for p in definition.get("configurationParameters", [])},
+                    secret_keys=[p["key"] for p in definition.get("configurationParameters", []) if p.get("secret")],
                     notify_url=self.notify_url(res),
                     owner=res.get("owner"),
                     mapper=definition.get("mapper"),

@@ -239,12 +239,29 @@ class LocalExecutor:
             return spark_argv(job, self.spark_master)
         return [*(job.command or []), *job.arguments]
 
+    @staticmethod
+    def _secrets(job: JobRequest) -> dict[str, str]:
+        """The secret values of a SHELL job's environment: handed to whoever starts the job
+        in memory, with the notification URL, never written in its folder."""
+        if job.type != ActionType.SHELL:
+            return {}
+        return {k: job.configuration[k] for k in job.secret_keys if k in job.configuration}
+
     def _write_request(self, job: JobRequest, job_dir: Path) -> bool:
         """Create the job's folder and request; False if the job exists already."""
         try:
             job_dir.mkdir(mode=0o700)
         except FileExistsError:
             return False
+        env = job_environment(
+            job.configuration,
+            job.action_id,
+            job.type == ActionType.SHELL,
+            self.env_pass,
+            pingo_code=job.type == ActionType.MAP_REDUCE,
+        )
+        for key in self._secrets(job):
+            env.pop(key, None)
         request = {
             "argv": self.argv(job),
             # A Spark job writes where it runs (spark-warehouse, metastore_db): not into its
@@ -252,17 +269,11 @@ class LocalExecutor:
             "cwd": str(job_dir)
             if job.type in (ActionType.SPARK, ActionType.MAP_REDUCE) or not job.action_folder
             else job.action_folder,
-            "env": job_environment(
-                job.configuration,
-                job.action_id,
-                job.type == ActionType.SHELL,
-                self.env_pass,
-                pingo_code=job.type == ActionType.MAP_REDUCE,
-            ),
+            "env": env,
             "slots_dir": str(self.jobs_dir / ".slots"),
             "slots": self.slots,
             "external_id": job.external_id,
-        }  # no notify_url: it holds the callback secret, and the supervisor gets it over stdin
+        }  # no notify_url (it holds the callback secret) nor secret values: they go over the socket or stdin
         with os.fdopen(_open_private(job_dir / "request.json"), "wb") as f:
             f.write(json.dumps(request).encode())
         return True
@@ -272,16 +283,17 @@ class LocalExecutor:
         job_dir = self.jobs_dir / job_id
         if not await asyncio.to_thread(self._write_request, job, job_dir):
             return job_id  # submitted before (a retried submit): the same job
-        if await self._hand_to_runner(job_id, job.notify_url):
+        secrets = self._secrets(job)
+        if await self._hand_to_runner(job_id, job.notify_url, secrets):
             return job_id
         log.warning("the local job runner could not be reached; %s gets a supervisor of its own", job_id)
-        await self._supervise(job_id, job_dir, job.notify_url)
+        await self._supervise(job_id, job_dir, job.notify_url, secrets)
         return job_id
 
-    async def _hand_to_runner(self, job_id: str, notify_url: str) -> bool:
+    async def _hand_to_runner(self, job_id: str, notify_url: str, secrets: dict[str, str]) -> bool:
         """Give the job to this host's runner, starting one if none answers."""
         sock, _, _ = await self._runner_address()
-        message = json.dumps({"job": job_id, "notify": notify_url}).encode() + b"\n"
+        message = json.dumps({"job": job_id, "notify": notify_url, "secrets": secrets}).encode() + b"\n"
         deadline = time.monotonic() + RUNNER_WAIT
         started_at = 0.0
         while time.monotonic() < deadline:
@@ -325,7 +337,7 @@ class LocalExecutor:
         self._reapers.add(task)
         task.add_done_callback(self._reapers.discard)
 
-    async def _supervise(self, job_id: str, job_dir: Path, notify_url: str) -> None:
+    async def _supervise(self, job_id: str, job_dir: Path, notify_url: str, secrets: dict[str, str]) -> None:
         """A supervisor process of its own for one job: the fallback when no runner answers."""
         err = await asyncio.to_thread(_open_private, job_dir / "supervisor.log")
         try:
@@ -338,7 +350,8 @@ class LocalExecutor:
             os.close(err)
         assert proc.stdin is not None
         try:
-            proc.stdin.write(notify_url.encode("utf-8", "replace") + b"\n")
+            # The URL, then the secret values (one JSON line): local_job.read_handover.
+            proc.stdin.write(notify_url.encode("utf-8", "replace") + b"\n" + json.dumps(secrets).encode() + b"\n")
             await proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the supervisor is gone already; its job reads as failed when its heartbeat is missed

@@ -4,6 +4,7 @@ never Pingo's settings, credentials or anything else its operator exported."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -152,11 +153,44 @@ async def test_a_secret_value_reaches_the_job_and_no_view_event_or_log(
     assert logs
     for path in logs:
         assert SECRET not in path.read_text(errors="replace"), path
-    # The job's request is where the runner starts it from (private to Pingo's user:
-    # docs/planning.md, "Secret values"); the job's own output is the job's business.
+    # Nor the job's folder (its request.json: the runner gets the value in memory); the
+    # job's own output is the job's business.
     outputs = {Path(a["outputPath"]) for w in (wf, other, again) for a in w["actions"]}
+    assert list(Path(processes.settings.jobs_dir).glob("*/request.json"))
     for path in Path(processes.settings.data_dir).rglob("*"):
-        if path.is_file() and path.name != "request.json" and not any(o in path.parents for o in outputs):
+        if path.is_file() and not any(o in path.parents for o in outputs):
             assert SECRET.encode() not in path.read_bytes(), path
     assert not [d async for d in processes.db.datasets.find({}) if SECRET in json.dumps(d, default=str)]
     assert not [d async for d in processes.db.workflow_definitions.find({}) if SECRET in json.dumps(d, default=str)]
+
+
+async def test_a_supervisor_of_its_own_gets_the_secret_values_over_its_stdin(tmp_path: Path, notifications) -> None:
+    """The fallback when no job runner answers: the secret values reach the job's
+    environment with the notification URL, over the supervisor's stdin, not its folder."""
+    from shared.executors.base import JobRequest, JobState
+    from shared.executors.local import LocalExecutor
+
+    url, got = notifications
+    output = tmp_path / "out"
+    job = JobRequest(
+        action_id="wf-000000000001.1", external_id="wf-000000000001.1#1", type="SHELL", name="env",
+        action_folder=str(ROOT / "tests" / "jobs"), main_class=None, command=["python3", "env_dump.py"],
+        arguments=[str(output)], configuration={"API_TOKEN": SECRET, "MODE": "fast"}, secret_keys=["API_TOKEN"],
+        notify_url=url,
+    )  # fmt: skip
+    executor = LocalExecutor(tmp_path / "jobs")
+    job_dir = executor.jobs_dir / "env-job"
+    assert executor._write_request(job, job_dir)
+    assert SECRET not in (job_dir / "request.json").read_text()
+    await executor._supervise("env-job", job_dir, url, executor._secrets(job))
+    async with asyncio.timeout(30):
+        while (st := await executor.status("env-job")).state in (JobState.PREP, JobState.RUNNING):
+            await asyncio.sleep(0.05)
+    assert st.state == JobState.SUCCEEDED, st.error
+    env = json.loads((output / "env.json").read_text())
+    assert env["API_TOKEN"] == SECRET and env["MODE"] == "fast"
+    assert not [p for p in job_dir.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    async with asyncio.timeout(10):
+        while not got:  # and the URL that came with them was called
+            await asyncio.sleep(0.05)
+    assert got[0]["status"] == "SUCCEEDED"
