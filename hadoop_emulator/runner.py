@@ -13,8 +13,10 @@ outside the HDFS namespace, the way a YARN launcher container would:
   working directory; a Java MapReduce job (no ``<streaming>``) by Hadoop's LocalJobRunner
   (:mod:`.mapreduce`, with pyspark's Hadoop jars), its classes from the java action's jars;
 - spark: ``spark-submit`` in local mode on the namespace (:meth:`ActionRunner._spark_argv`);
-- environment: the emulator's, plus ``PINGO_EMULATOR_HDFS_ROOT``, ``OOZIE_JOB_ID`` and
-  ``OOZIE_ACTION_CONF_XML`` (the action configuration written as ``action.xml``);
+- environment: the emulator's less its ``PINGO_`` variables (a container does not get its
+  submitter's settings or credentials, which an emulator started beside Pingo holds), plus
+  ``PINGO_EMULATOR_HDFS_ROOT``, ``OOZIE_JOB_ID`` and ``OOZIE_ACTION_CONF_XML`` (the action
+  configuration written as ``action.xml``);
 - stdout and stderr go to files ``stdout`` and ``stderr`` in the working directory.
 
 Always argv lists, never a shell. The process gets its own process group so a kill
@@ -216,7 +218,7 @@ class ActionRunner:
         return entries
 
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PINGO_")}
         env["PINGO_EMULATOR_HDFS_ROOT"] = str(self.ns.root)
         env["OOZIE_JOB_ID"] = self.job_id
         env["OOZIE_ACTION_CONF_XML"] = str(self.workdir / "action.xml")

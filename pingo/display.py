@@ -279,6 +279,8 @@ def actions_table(actions: list[dict[str, Any]]) -> RenderableType:
         note = ""
         if a.get("state") == "FOLLOWING" and a.get("follows"):
             note = f"follows {a['follows']}"
+        elif a.get("state") == "FOLLOWING" and a.get("shared"):
+            note = "follows another user's computation"  # whose is not shown (docs/users.md)
         elif a.get("decision") == "reuse" and a.get("state") not in ("REUSED", "SKIPPED"):
             note = "reuse"
         elif a.get("state") == "RETRYING" and a.get("retryAt"):

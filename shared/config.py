@@ -7,13 +7,15 @@ executor and the local filesystem.
 
 from __future__ import annotations
 
+import json
 import posixpath
+import re
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.sizes import Bytes
 
@@ -161,6 +163,28 @@ class Settings(BaseSettings):
         description="Local executor: sandboxed jobs share this machine's network (the store's and the broker's "
         "TCP ports included); default: a network of their own with only a loopback.",
     )
+    job_env_pass: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Local executor: names of variables of Pingo's environment that jobs get besides the "
+        'allow-list (docs/planning.md, "The job\'s environment"), comma-separated: PINGO_JOB_ENV_PASS=CUDA_HOME,'
+        "KRB5CCNAME. A name ending in * passes every variable it starts. Pingo's own PINGO_* never pass.",
+    )
+
+    @field_validator("job_env_pass", mode="before")
+    @classmethod
+    def _names(cls, value: object) -> object:
+        if isinstance(value, str):
+            # Comma-separated, as documented; a JSON list as every other list setting.
+            text = value.strip()
+            value = json.loads(text) if text.startswith("[") else [n.strip() for n in text.split(",") if n.strip()]
+        if isinstance(value, list):
+            for name in value:
+                if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\*?", name):
+                    raise ValueError(f"PINGO_JOB_ENV_PASS: {name!r} is not a variable name (or a prefix ending in *)")
+                if name.upper().startswith("PINGO"):
+                    raise ValueError(f"PINGO_JOB_ENV_PASS: {name!r}: Pingo's own settings never reach a job")
+        return value
+
     spark_master: str | None = Field(
         None, description="SPARK actions' --master; default local[2] (local executor), yarn (Oozie)."
     )

@@ -32,10 +32,21 @@ def lineage_hash(lineage: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
+def secret_digest(value: str) -> str:
+    return "sha256:" + hashlib.sha256(f"{HASH_VERSION}/secret/{value}".encode()).hexdigest()
+
+
 def definition_with(a: ActionSpec, fingerprints: dict[ActionId, str] | None) -> dict[str, Any]:
     """The definition that is hashed: with the fingerprint of the action folder's files, if
     known, so that replacing an executable makes the action (and its descendants) new."""
     definition = a.definition()
+    # A secret value enters the hash by its digest (docs/planning.md, "Secret values"):
+    # changing it changes the computation, and the lineage kept beside the dataset, which
+    # any catalogue reader may hold, never holds the value itself.
+    definition["configurationParameters"] = [
+        {**p, "value": secret_digest(p["value"])} if p.get("secret") else p
+        for p in definition["configurationParameters"]
+    ]
     if fingerprints and a.id in fingerprints:
         definition["actionFolderFingerprint"] = fingerprints[a.id]
     return definition

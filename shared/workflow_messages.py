@@ -74,8 +74,10 @@ EXPECTED: dict[tuple[str, ...], str] = {
     ("additionalInput",): 'a list of arguments (strings, numbers, booleans or {"key": …, "value": …} objects), '
     "or an object of name: value",
     ("additionalInput", "[]"): 'a string, number, boolean or {"key": …, "value": …} object',
-    ("configurationParameters",): 'a list of {"key": …, "value": …} objects, or an object of name: value',
-    ("configurationParameters", "[]"): 'a {"key": …, "value": …} object',
+    ("configurationParameters",): 'a list of {"key": …, "value": …} objects, or an object of name: value '
+    '(a secret value: {"value": …, "secret": true})',
+    ("configurationParameters", "[]"): 'a {"key": …, "value": …} object (with "secret": true for a secret value)',
+    ("secret",): "true or false",
     ("key",): "a string",
     ("value",): "a string, number or boolean",
     ("forceComputation",): "true or false",

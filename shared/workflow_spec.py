@@ -25,7 +25,7 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any
 
 import networkx as nx
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
 
 from shared.path_limits import path_problem
 from shared.strict_json import RepeatedKeys
@@ -68,6 +68,45 @@ class Param(BaseModel):
     model_config = ConfigDict(frozen=True)
     key: str | None = None
     value: str
+    # A configuration value never shown or logged (docs/planning.md, "Secret values"): it
+    # reaches the job's environment, and its digest, not itself, the lineage hash.
+    secret: bool = False
+
+    def definition(self) -> dict[str, Any]:
+        """As hashed: ``secret`` only where set, so that the definitions (and lineage hashes)
+        of parameters that are not secret are what they were before secrets existed."""
+        out: dict[str, Any] = {"key": self.key, "value": self.value}
+        if self.secret:
+            out["secret"] = True
+        return out
+
+
+MASK = "***"  # what every view shows instead of a secret value
+
+
+def masked_parameters(params: Any) -> Any:
+    """``configurationParameters`` as stored or submitted (a list of ``{key, value, secret}``
+    or an object of values), with each secret value replaced by ``MASK``."""
+    if isinstance(params, list):
+        return [{**p, "value": MASK} if isinstance(p, dict) and p.get("secret") is True else p for p in params]
+    if isinstance(params, dict):
+        return {
+            k: {**v, "value": MASK} if isinstance(v, dict) and v.get("secret") is True else v for k, v in params.items()
+        }
+    return params
+
+
+def masked_body(body: Any) -> Any:
+    """A submitted workflow with its secret values masked: what is kept of it."""
+    if not isinstance(body, dict) or not isinstance(body.get("actions"), list):
+        return body
+    actions = [
+        {**a, "configurationParameters": masked_parameters(a["configurationParameters"])}
+        if isinstance(a, dict) and "configurationParameters" in a
+        else a
+        for a in body["actions"]
+    ]
+    return {**body, "actions": actions}
 
 
 # Strict: a boolean is not a count (Python's True is 1), nor is the text "3".
@@ -130,8 +169,8 @@ class ActionSpec(TypeFields):
 
     def definition(self) -> dict[str, Any]:
         """The fields that define the computation: what equivalence is judged on."""
-        params = [p.model_dump() for p in self.additionalInput]
-        conf = [p.model_dump() for p in self.configurationParameters]
+        params = [p.definition() for p in self.additionalInput]
+        conf = [p.definition() for p in self.configurationParameters]
         if self.type in ORDER_INSENSITIVE:
             params.sort(key=lambda p: (p["key"] or "", p["value"]))
             conf.sort(key=lambda p: (p["key"] or "", p["value"]))
@@ -183,6 +222,23 @@ class _RawParam(BaseModel):
         return Param(key=self.key, value=text)
 
 
+class _RawSetting(_RawParam):
+    """A configuration parameter: it may be marked secret (docs/planning.md, "Secret values")."""
+
+    secret: StrictBool = False
+
+    def to_param(self) -> Param:
+        return super().to_param().model_copy(update={"secret": self.secret})
+
+
+class _RawSecret(BaseModel):
+    """A secret value in the object form: ``{"API_KEY": {"value": "…", "secret": true}}``."""
+
+    model_config = ConfigDict(extra="forbid")
+    value: str | int | float | bool
+    secret: StrictBool = True
+
+
 class _RawParent(BaseModel):
     """A parent given as an object: ``{"id": 1}`` (either format's id field)."""
 
@@ -205,7 +261,11 @@ class _RawAction(TypeFields):
     mainClassName: str | None = None
     command: list[str] | None = None
     additionalInput: list[_RawParam | str | int | float] | dict[str, Any] = Field(default_factory=list)
-    configurationParameters: list[_RawParam] | dict[str, Any] = Field(default_factory=list)
+    configurationParameters: list[_RawSetting] | dict[str, str | int | float | bool | _RawSecret] = Field(
+        default_factory=list,
+        description='Named settings: [{"key", "value"}] or {name: value}; a SHELL action\'s value may be secret: '
+        '{"key", "value", "secret": true} or {name: {"value", "secret": true}} (never shown or logged)',
+    )
     forceComputation: bool = False
     isManaged: bool | None = None
     outputPath: str | None = None
@@ -221,13 +281,36 @@ class _RawAction(TypeFields):
             raise ValueError("an action id must not be empty")
         return v
 
-    @field_validator("additionalInput", "configurationParameters", mode="before")
+    @field_validator("additionalInput", mode="before")
     @classmethod
     def _scalar_values(cls, v: Any) -> Any:
         if isinstance(v, dict):
             for key, value in v.items():
                 if isinstance(value, dict | list) or value is None:
                     raise ValueError(f"the value of {key!r} must be a string, number or boolean")
+        return v
+
+    @field_validator("configurationParameters", mode="before")
+    @classmethod
+    def _setting_values(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            out: dict[str, Any] = {}
+            for key, value in v.items():
+                if isinstance(value, dict):
+                    try:
+                        out[key] = _RawSecret.model_validate(value)
+                    except ValidationError:
+                        raise ValueError(
+                            f'the value of {key!r} must be a string, number or boolean, or {{"value": ..., '
+                            '"secret": true}'
+                        ) from None
+                elif isinstance(value, list) or value is None:
+                    raise ValueError(
+                        f'the value of {key!r} must be a string, number or boolean, or {{"value": ..., "secret": true}}'
+                    )
+                else:
+                    out[key] = value
+            return out
         return v
 
 
@@ -245,7 +328,7 @@ _ACTION_PARTS = {
     None: _RawAction,
     "retries": RetryPolicy,
     "additionalInput": _RawParam,
-    "configurationParameters": _RawParam,
+    "configurationParameters": _RawSetting,
     "parentActions": _RawParent,
 }
 _DEFAULTS_PARTS = {None: ExecutionDefaults, "retries": RetryPolicy}
@@ -270,7 +353,12 @@ def _defaults(body: dict[str, Any], violations: list[Violation]) -> ExecutionDef
 
 def _params(raw: list | dict) -> list[Param]:
     if isinstance(raw, dict):
-        return [Param(key=str(k), value=str(v)) for k, v in raw.items()]
+        return [
+            _RawSetting(key=str(k), value=v.value, secret=v.secret).to_param()
+            if isinstance(v, _RawSecret)
+            else Param(key=str(k), value=str(v))
+            for k, v in raw.items()
+        ]
     out = []
     for item in raw:
         out.append(item.to_param() if isinstance(item, _RawParam) else Param(value=str(item)))
@@ -566,6 +654,23 @@ def _configuration_problems(conf: list[_RawParam] | dict[str, Any], atype: Actio
     return out
 
 
+def _secret_problems(conf: list[_RawSetting] | dict[str, Any], atype: ActionType) -> list[tuple[str, str]]:
+    """(location, message) of each secret value an action of this type cannot keep secret:
+    only a SHELL action gets its configuration as environment variables; the others would
+    carry it on their command line (-Dkey=value, --conf), which every process of the host
+    can read (docs/planning.md, "Secret values")."""
+    if atype == ActionType.SHELL:
+        return []
+    field = "configurationParameters"
+    if isinstance(conf, dict):
+        places = [_key_loc(field, k) for k, v in conf.items() if isinstance(v, _RawSecret) and v.secret]
+    else:
+        places = [f"{field}[{j}].secret" for j, p in enumerate(conf) if p.secret]
+    message = (f"secret values are for SHELL actions only (environment variables); a {atype.value} action "
+               "would carry it on its command line, which every process of the host can read")  # fmt: skip
+    return [(where, message) for where in places]
+
+
 _JAVA_CLASS = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(\.[A-Za-z_$][A-Za-z0-9_$]*)*")
 # spark-submit options Pingo sets itself (docs/planning.md, "SPARK actions").
 SPARK_OWN_OPTIONS = ("--master", "--deploy-mode", "--name", "--class")
@@ -692,6 +797,10 @@ def _parse_action(
         return None
     # Not a reason to drop the action: its children would then report a missing parent.
     for loc, message in _configuration_problems(r.configurationParameters, atype):
+        violations.append(
+            Violation(loc=f"{where}.{loc}", actionId=hint, field="configurationParameters", message=message)
+        )
+    for loc, message in _secret_problems(r.configurationParameters, atype):
         violations.append(
             Violation(loc=f"{where}.{loc}", actionId=hint, field="configurationParameters", message=message)
         )

@@ -4,7 +4,9 @@
 Follows Pingo's argument contract (additionalInput values, then the parents' outputs
 by parent id, then its own output path last). It reads every input, sleeps SECONDS,
 and writes OUTPUT_DIR/part-00000 (SIZE_KB kilobytes, deterministic) plus OUTPUT_DIR/_lineage
-naming what it read. If PINGO_EXEC_LOG is set, it appends one line per execution there.
+naming what it read. If PINGO_EXEC_LOG (its configuration) or SYNTH_EXEC_LOG (a variable
+an operator passes to every job, PINGO_JOB_ENV_PASS) is set, it appends one line per
+execution there.
 If SYNTH_FAIL_ONCE names a file that does not exist yet, it creates it and fails (exit 4)
 instead: a computation that fails its first attempt only. With SYNTH_FAIL_TIMES=N as well,
 the file counts attempts (one line each) and the first N fail. SYNTH_FAIL=always: every attempt.
@@ -74,7 +76,7 @@ def failing(marker: Path) -> bool:
 
 
 def log_run(what: str) -> None:
-    if log := os.environ.get("PINGO_EXEC_LOG"):
+    if log := os.environ.get("PINGO_EXEC_LOG") or os.environ.get("SYNTH_EXEC_LOG"):
         with open(log, "a") as f:
             f.write(f"{os.environ.get('PINGO_ACTION_ID') or os.environ.get('OOZIE_JOB_ID', '?')} {what}\n")
 

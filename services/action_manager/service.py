@@ -294,6 +294,7 @@ class ActionManager:
                     ],
                     inputs=res.get("input_paths", []),
                     configuration={p["key"] or "": p["value"] for p in definition.get("configurationParameters", [])},
+                    secret_keys=[p["key"] for p in definition.get("configurationParameters", []) if p.get("secret")],
                     notify_url=self.notify_url(res),
                     owner=res.get("owner"),
                     mapper=definition.get("mapper"),

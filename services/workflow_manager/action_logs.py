@@ -15,10 +15,10 @@ from typing import Any
 import pymongo
 from aiohttp import web
 
-from services.workflow_manager import auth, queries
+from services.workflow_manager import auth, queries, sharing
 from services.workflow_manager.guard import error
 from shared.executors.base import LogsGone
-from shared.problems import LOGS_GONE
+from shared.problems import LOGS_GONE, SHARED_COMPUTATION
 from shared.runtime import Context
 from shared.states import ActionState
 from shared.store import actions as acts
@@ -27,7 +27,7 @@ from shared.store import workflows as wfs
 log = logging.getLogger(__name__)
 A = ActionState
 TEXT = "text/plain; charset=utf-8"
-FIELDS = {"workflow_id": 1, "state": 1, "attempt": 1, "job_id": 1, "attempt_log": 1}
+FIELDS = {"workflow_id": 1, "state": 1, "attempt": 1, "job_id": 1, "attempt_log": 1, "takeover_of": 1}
 
 
 def attempt_jobs(action: dict[str, Any]) -> dict[int, str | None]:
@@ -60,6 +60,13 @@ async def get_logs(ctx: Context, request: web.Request) -> web.StreamResponse:
     job_id = jobs[attempt]
     if not job_id:
         return error(404, f"attempt {attempt} of action {action_id} has no job (it was never started)")
+    if await sharing.adopted_from_hidden(ctx.store, action, job_id, auth.identity(request)):
+        # A takeover adopted the running job of another user's identical action: its output
+        # is theirs (docs/users.md, "Shared computations").
+        return error(
+            403, f"attempt {attempt} of action {action_id} is a computation shared with another user's workflow, "
+            "whose job ran it: its logs are not shown", type=SHARED_COMPUTATION,
+        )  # fmt: skip
     try:
         chunks = await ctx.executor.logs(job_id, q.stream, q.tail, q.follow)
     except LogsGone as exc:

@@ -54,7 +54,10 @@ class DryRunAction(View):
     explanation: str = Field(description="Why, in words")
     parents: list[ActionId]
     outputPath: str | None = Field(description="Where its output is (reuse) or would be written (compute)")
-    follows: str | None = Field(None, description="follow: the action whose computation it would wait for")
+    follows: str | None = Field(
+        None, description="follow: the action whose computation it would wait for (null when it is another user's)"
+    )
+    shared: bool = Field(False, description="It would follow a computation of another user's workflow")
 
 
 class DryRunTotals(View):

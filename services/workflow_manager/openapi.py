@@ -102,6 +102,8 @@ OPERATIONS: tuple[Operation, ...] = (
         ok={200: ({"$ref": REF.format(model="ActionLog")}, "The log")},
         errors={400: "Bad query parameters; every one listed",
                 404: "No such action, no such attempt, or the action never ran (REUSED, SKIPPED, WAITING)",
+                403: "The attempt's job was started by another user's action and adopted by a takeover "
+                     "(a shared computation, docs/users.md): its logs are theirs",
                 410: "The attempt's logs were removed (job retention, or purged by Oozie)",
                 502: "The executor (Oozie) could not be asked for the logs"},
         query=queries.LogQuery, path_params=(("id", "The action's id (actions[].id of a workflow)"),),

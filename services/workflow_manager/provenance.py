@@ -16,10 +16,10 @@ from typing import Any
 from services.workflow_manager.views import (
     Consumer,
     DatasetDetail,
-    Lineage,
     action_link,
     dataset_view,
     history_of,
+    lineage_view,
     named_actions,
     produced_by,
     redacted,
@@ -71,7 +71,12 @@ async def detail(store: Store, d: dict[str, Any], sees: Callable[[str | None], b
     named = {workflow_of(a) for a in named_actions(d)}
     found = await wfs.briefs(store, {a["workflow_id"] for a in [*by_id.values(), *(c for c, _ in related)]} | named)
     workflows = {wf_id: w for wf_id, w in found.items() if sees(w.get("owner"))}
+    hidden = len(workflows) < len(found)
     same = [a for a in same if a["workflow_id"] in workflows]
+    # The definition (command, configuration: maybe another user's credentials) is theirs:
+    # shown to whom sees the owner of the workflow that committed it, and to whom submitted
+    # the identical action themselves (one of their actions has this hash).
+    shows_definition = (d.get("owner") is not None and sees(d.get("owner"))) or bool(same) or sees(None)
     computations = [a for a in computations if a["workflow_id"] in workflows]
     related = [(a, rel) for a, rel in related if a["workflow_id"] in workflows]
     producer = by_id.get(producer_id) if producer_id else None
@@ -87,7 +92,8 @@ async def detail(store: Store, d: dict[str, Any], sees: Callable[[str | None], b
         base.workflow = action_link(producer, workflows).workflow
     return DatasetDetail(
         **base.model_dump(),
-        lineage=Lineage.model_validate(lineage) if lineage else None,
+        lineage=lineage_view(lineage) if lineage and shows_definition else None,
+        othersActions=hidden or (producer_id is not None and producer is None),
         parents=list((lineage or {}).get("parents", [])),
         producer=action_link(producer, workflows) if producer else None,
         computations=[action_link(a, workflows) for a in computations],

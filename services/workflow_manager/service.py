@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from services.workflow_manager import action_logs, auth, guard, idempotency, openapi, provenance, queries, ui
+from services.workflow_manager import action_logs, auth, guard, idempotency, openapi, provenance, queries, sharing, ui
 from services.workflow_manager.dry_run import SubmitQuery, dry_run
 from services.workflow_manager.guard import error
 from services.workflow_manager.submission import (
@@ -171,7 +171,8 @@ class WorkflowManager:
                 violations=[v.model_dump(exclude_none=True) for v in violations],
             )
         if q.dryRun:  # the plan a submission would make now; nothing is written (a key is ignored)
-            return answer(await dry_run(self.ctx, spec, paths, prints))
+            plan = await dry_run(self.ctx, spec, paths, prints)
+            return answer(await sharing.for_caller(self.ctx.store, plan, auth.identity(request)))
         wf_id, held = new_workflow_id(), None
         if key is not None:  # a retry of a submission answers it (docs/api.md, "Retrying a submission")
             claimed = await idempotency.claim(self.ctx, owner, key, body, wf_id)
@@ -195,6 +196,7 @@ class WorkflowManager:
             self.apply_kill(wf["_id"])  # killed while it was being planned
         docs.sort(key=lambda d: id_order(d["local_id"]))
         plan = Plan(id=wf["_id"], state=wf["state"], actions=[planned_action(d) for d in docs])
+        plan = await sharing.for_caller(self.ctx.store, plan, auth.identity(request))
         response = answer(plan, 201, headers={"Location": f"/api/v1/workflows/{wf['_id']}"})
         if held is not None:
             await idempotency.remember(self.ctx, held, response)
@@ -228,7 +230,8 @@ class WorkflowManager:
         wf = await self._workflow(request)
         if wf is None:
             return error(404, f"no workflow {request.match_info['id']!r}")
-        return answer(workflow_detail(wf, await self._actions(wf["_id"])))
+        detail = workflow_detail(wf, await self._actions(wf["_id"]))
+        return answer(await sharing.for_caller(self.ctx.store, detail, auth.identity(request)))
 
     async def get_timeline(self, request: web.Request) -> web.Response:
         q: queries.TimelineQuery = queries.parse(request, queries.TimelineQuery)
@@ -245,7 +248,8 @@ class WorkflowManager:
         page, more = rows[: q.limit], len(rows) > q.limit
         last = page[-1] if more else None
         cursor = queries.encode_cursor(last.at, TIE.join((last.kind, last.id, last.state))) if last else None
-        return answer(Timeline(id=wf["_id"], owner=wf.get("owner"), transitions=page, next=cursor))
+        view = Timeline(id=wf["_id"], owner=wf.get("owner"), transitions=page, next=cursor)
+        return answer(await sharing.for_caller(self.ctx.store, view, auth.identity(request)))
 
     async def kill_workflow(self, request: web.Request) -> web.Response:
         """Record the kill and answer 202 at once; the work is done in the background, in
@@ -348,4 +352,6 @@ class WorkflowManager:
         d = await ds.get(self.ctx.store, h)
         if d is None:
             return error(404, f"no dataset {h!r}")
-        return answer(await provenance.detail(self.ctx.store, d, auth.identity(request).sees))
+        caller = auth.identity(request)
+        detail = await provenance.detail(self.ctx.store, d, caller.sees)
+        return answer(await sharing.for_caller(self.ctx.store, detail, caller))  # its history's notes too

@@ -33,7 +33,7 @@ from shared.store import actions as acts
 from shared.store import datasets as ds
 from shared.store import workflows as wfs
 from shared.ticker import cancel_all
-from shared.workflow_spec import ActionId, ActionSpec, Violation, WorkflowSpec
+from shared.workflow_spec import ActionId, ActionSpec, Violation, WorkflowSpec, masked_body
 
 log = logging.getLogger(__name__)
 # Actions whose claims are asked of the store at once while planning: a resubmission whose
@@ -399,7 +399,7 @@ async def plan_and_write(
     hashes = workflow_hashes(spec, prints)
     definition = {
         "_id": wf_id,
-        "body": body,
+        "body": masked_body(body),  # as submitted, but no secret value is kept here (docs/planning.md)
         "action_ids": [f"{wf_id}.{a.id}" for a in spec.actions],
         # What its planning may claim or produce: what an undo releases, read by _id.
         "dataset_hashes": sorted(set(hashes.values())),

@@ -7,14 +7,17 @@ same models, so the two cannot drift apart.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.hashing import canonical
 from shared.states import ActionState, DatasetState, WorkflowState
 from shared.store import datasets as ds
 from shared.store.transitions import decode
+from shared.workflow_spec import masked_parameters
 
 ActionId = int | str
 
@@ -55,7 +58,14 @@ class PlannedAction(View):
     )
     state: ActionState
     outputPath: str | None
-    follows: str | None = Field(None, description="FOLLOWING: the action whose computation it waits for")
+    follows: str | None = Field(
+        None, description="FOLLOWING: the action whose computation it waits for (null when it is another user's)"
+    )
+    shared: bool = Field(
+        False,
+        description="Its computation is shared with another user's workflow (followed by, following, taken over "
+        "from or by it): that workflow's ids and job are not shown (docs/users.md)",
+    )
 
 
 class Attempt(View):
@@ -324,8 +334,21 @@ class Transition(View):
 class Lineage(View):
     model_config = ConfigDict(extra="allow")
 
-    definition: Any = Field(description="The canonical definition of the computation, as hashed")
+    definition: Any = Field(
+        description="The canonical definition of the computation, as hashed; secret values shown as *** "
+        '(docs/planning.md, "Secret values")'
+    )
     parents: list[str] = Field(description="The hashes of the datasets it was computed from, in argument order")
+
+
+def lineage_view(lineage: dict[str, Any]) -> Lineage:
+    """A stored lineage as shown: its secret values (kept there as digests) masked."""
+    definition = lineage.get("definition")
+    if isinstance(definition, str) and '"secret":true' in definition:
+        parsed = json.loads(definition)
+        parsed["configurationParameters"] = masked_parameters(parsed.get("configurationParameters"))
+        definition = canonical(parsed)
+    return Lineage.model_validate({**lineage, "definition": definition})
 
 
 class ActionLink(View):
@@ -344,7 +367,15 @@ class Consumer(ActionLink):
 
 
 class DatasetDetail(Dataset):
-    lineage: Lineage | None
+    lineage: Lineage | None = Field(
+        description="What it was computed from. Shown to admins, to the user whose workflow committed it and to "
+        "users whose own workflows hold an action computing it; null for others (docs/users.md)"
+    )
+    othersActions: bool = Field(
+        False,
+        description="Actions of workflows the caller may not see made, computed, followed or read it: they are "
+        "not listed, and their definition is not shown",
+    )
     parents: list[str] = Field(description="Hashes of its parent datasets (links: /api/v1/datasets/{hash})")
     producer: ActionLink | None = Field(description="The action that computed what is stored, or computes it now")
     computations: list[ActionLink] = Field(description="Every action that computed it, newest first")

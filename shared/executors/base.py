@@ -42,6 +42,9 @@ class JobRequest(BaseModel):
     inputs: list[str] = []
     configuration: dict[str, str]
     notify_url: str
+    # The configuration keys whose values are secret (docs/planning.md, "Secret values"):
+    # the local executor hands them to the job runner in memory, never in request.json.
+    secret_keys: list[str] = []
     # MAP_REDUCE: a streaming command (argv) or a Java class per side, and the formats;
     # SPARK: the application file (inside action_folder) and spark-submit options.
     mapper: list[str] | str | None = None

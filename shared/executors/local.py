@@ -77,10 +77,35 @@ def _age(path: Path) -> float | None:
         return None
 
 
-def job_environment(configuration: dict[str, str], action_id: str, shell: bool) -> dict[str, str]:
-    """The action's environment: this process's, less Pingo's own settings (they hold the
-    database and broker credentials), plus the action id and, for SHELL, its configuration."""
-    env = _without_settings()
+# The variables of Pingo's environment a job gets (docs/planning.md, "The job's environment"):
+# what finds programs and speaks the host's language and time, and where Java, Spark and
+# Hadoop are. Nothing else of the server's: its environment holds its own settings and
+# whatever its operator exported (PINGO_TOKEN, cloud keys). A name ending in * is a prefix.
+JOB_ENV_ALLOWED = (
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR",
+    "JAVA_HOME", "SPARK_HOME", "SPARK_CONF_DIR", "SPARK_LOCAL_IP", "SPARK_LOCAL_HOSTNAME",
+    "HADOOP_HOME", "HADOOP_CONF_DIR", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
+)  # fmt: skip
+
+
+def _passes(name: str, allowed: tuple[str, ...]) -> bool:
+    if name.startswith("PINGO_"):
+        return False  # Pingo's own, whatever the allow-list says
+    return any(name.startswith(a[:-1]) if a.endswith("*") else name == a for a in allowed)
+
+
+def job_environment(
+    configuration: dict[str, str], action_id: str, shell: bool, passed: tuple[str, ...] = (), pingo_code: bool = False
+) -> dict[str, str]:
+    """The action's environment, built, never inherited: the allow-list (``JOB_ENV_ALLOWED``
+    and ``passed``, PINGO_JOB_ENV_PASS) of this process's variables, the action id and, for
+    SHELL, its configuration. ``pingo_code``: the job is a program of Pingo's (the MapReduce
+    engines), which imports Pingo's own code."""
+    allowed = (*JOB_ENV_ALLOWED, *passed)
+    env = {k: v for k, v in os.environ.items() if _passes(k, allowed)}
+    env.setdefault("PATH", os.defpath)
+    if pingo_code:
+        env["PYTHONPATH"] = PROJECT_ROOT
     env["PINGO_ACTION_ID"] = action_id
     if shell:
         env.update(configuration)
@@ -90,11 +115,12 @@ def job_environment(configuration: dict[str, str], action_id: str, shell: bool) 
 
 
 def _without_settings() -> dict[str, str]:
-    from shared.config import Settings
-
-    # The log settings stay: the runner's lines look like its starter's (docs/operations.md).
-    own = {f"PINGO_{name.upper()}" for name in Settings.model_fields} - {"PINGO_LOG_LEVEL", "PINGO_LOG_FORMAT"}
-    return {k: v for k, v in os.environ.items() if k not in own}
+    """The environment of Pingo's own helper processes (the job runner, a supervisor): this
+    process's, less every PINGO_ variable (settings, credentials such as PINGO_TOKEN) but the
+    log settings, so that the runner's lines look like its starter's (docs/operations.md).
+    Jobs never inherit it: theirs is built by ``job_environment``."""
+    keep = {"PINGO_LOG_LEVEL", "PINGO_LOG_FORMAT"}
+    return {k: v for k, v in os.environ.items() if not k.startswith("PINGO_") or k in keep}
 
 
 # spark-submit's own log lines, kept out of a job's stderr where its own are read.
@@ -170,10 +196,16 @@ class LocalExecutor:
     supports = frozenset(ActionType)
 
     def __init__(
-        self, jobs_dir: Path, slots: int = 4, spark_master: str | None = None, sandbox: Sandbox | None = None
+        self,
+        jobs_dir: Path,
+        slots: int = 4,
+        spark_master: str | None = None,
+        sandbox: Sandbox | None = None,
+        env_pass: list[str] | None = None,
     ) -> None:
         self.jobs_dir = jobs_dir
         self.sandbox = sandbox  # the jobs of users run in it (docs/users.md, "What a job can reach")
+        self.env_pass = tuple(env_pass or ())
         self.slots = slots
         self.spark_master = spark_master or "local[2]"
         self.jobs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -215,12 +247,29 @@ class LocalExecutor:
             return spark_argv(job, self.spark_master)
         return [*(job.command or []), *job.arguments]
 
+    @staticmethod
+    def _secrets(job: JobRequest) -> dict[str, str]:
+        """The secret values of a SHELL job's environment: handed to whoever starts the job
+        in memory, with the notification URL, never written in its folder."""
+        if job.type != ActionType.SHELL:
+            return {}
+        return {k: job.configuration[k] for k in job.secret_keys if k in job.configuration}
+
     def _write_request(self, job: JobRequest, job_dir: Path) -> bool:
         """Create the job's folder and request; False if the job exists already."""
         try:
             job_dir.mkdir(mode=0o700)
         except FileExistsError:
             return False
+        env = job_environment(
+            job.configuration,
+            job.action_id,
+            job.type == ActionType.SHELL,
+            self.env_pass,
+            pingo_code=job.type == ActionType.MAP_REDUCE,
+        )
+        for key in self._secrets(job):
+            env.pop(key, None)
         argv = self.argv(job)
         # A Spark job writes where it runs (spark-warehouse, metastore_db): not into its
         # action folder, whose files are part of its lineage hash.
@@ -244,11 +293,11 @@ class LocalExecutor:
             "argv": argv,
             "cwd": cwd,
             "sandbox": sandboxed,
-            "env": job_environment(job.configuration, job.action_id, job.type == ActionType.SHELL),
+            "env": env,
             "slots_dir": str(self.jobs_dir / ".slots"),
             "slots": self.slots,
             "external_id": job.external_id,
-        }  # no notify_url: it holds the callback secret, and the supervisor gets it over stdin
+        }  # no notify_url (it holds the callback secret) nor secret values: they go over the socket or stdin
         with os.fdopen(_open_private(job_dir / "request.json"), "wb") as f:
             f.write(json.dumps(request).encode())
         return True
@@ -258,16 +307,17 @@ class LocalExecutor:
         job_dir = self.jobs_dir / job_id
         if not await asyncio.to_thread(self._write_request, job, job_dir):
             return job_id  # submitted before (a retried submit): the same job
-        if await self._hand_to_runner(job_id, job.notify_url):
+        secrets = self._secrets(job)
+        if await self._hand_to_runner(job_id, job.notify_url, secrets):
             return job_id
         log.warning("the local job runner could not be reached; %s gets a supervisor of its own", job_id)
-        await self._supervise(job_id, job_dir, job.notify_url)
+        await self._supervise(job_id, job_dir, job.notify_url, secrets)
         return job_id
 
-    async def _hand_to_runner(self, job_id: str, notify_url: str) -> bool:
+    async def _hand_to_runner(self, job_id: str, notify_url: str, secrets: dict[str, str]) -> bool:
         """Give the job to this host's runner, starting one if none answers."""
         sock, _, _ = await self._runner_address()
-        message = json.dumps({"job": job_id, "notify": notify_url}).encode() + b"\n"
+        message = json.dumps({"job": job_id, "notify": notify_url, "secrets": secrets}).encode() + b"\n"
         deadline = time.monotonic() + RUNNER_WAIT
         started_at = 0.0
         while time.monotonic() < deadline:
@@ -311,7 +361,7 @@ class LocalExecutor:
         self._reapers.add(task)
         task.add_done_callback(self._reapers.discard)
 
-    async def _supervise(self, job_id: str, job_dir: Path, notify_url: str) -> None:
+    async def _supervise(self, job_id: str, job_dir: Path, notify_url: str, secrets: dict[str, str]) -> None:
         """A supervisor process of its own for one job: the fallback when no runner answers."""
         err = await asyncio.to_thread(_open_private, job_dir / "supervisor.log")
         try:
@@ -324,7 +374,8 @@ class LocalExecutor:
             os.close(err)
         assert proc.stdin is not None
         try:
-            proc.stdin.write(notify_url.encode("utf-8", "replace") + b"\n")
+            # The URL, then the secret values (one JSON line): local_job.read_handover.
+            proc.stdin.write(notify_url.encode("utf-8", "replace") + b"\n" + json.dumps(secrets).encode() + b"\n")
             await proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the supervisor is gone already; its job reads as failed when its heartbeat is missed

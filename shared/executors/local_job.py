@@ -9,7 +9,8 @@ would. Other processes, possibly in other containers, know it is alive by the
 no process ids cross process namespaces. Standard library only: it starts fast.
 
 The notification URL carries the action's callback secret, so it is never written to
-the job folder: the executor sends it over this process's stdin, which is read once at
+the job folder, nor are the job's secret values (docs/planning.md, "Secret values"): the
+executor sends both over this process's stdin (the URL, then a JSON line), which is read once at
 start and then replaced by ``/dev/null``. The job inherits neither (its stdin is
 ``/dev/null``, no other descriptor is passed, its environment and argv come from
 ``request.json``). Everything the supervisor writes is private to its user (umask 077);
@@ -122,9 +123,10 @@ def exception_headline(job_dir: Path) -> str | None:
     return None
 
 
-def read_notify_url(timeout: float = NOTIFY_URL_WAIT) -> str:
-    """The notification URL from stdin (until EOF, or ``timeout``); stdin is then ``/dev/null``.
-    Empty if the executor died before sending it: the poller finds the job's end anyway."""
+def read_handover(timeout: float = NOTIFY_URL_WAIT) -> tuple[str, dict[str, str]]:
+    """The notification URL and the job's secret values (a JSON line after it) from stdin
+    (until EOF, or ``timeout``); stdin is then ``/dev/null``. Empty if the executor died
+    before sending them: the poller finds the job's end anyway."""
     data = b""
     deadline = time.monotonic() + timeout
     try:
@@ -139,7 +141,12 @@ def read_notify_url(timeout: float = NOTIFY_URL_WAIT) -> str:
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
-    return data.decode(errors="replace").strip()
+    url, _, rest = data.decode(errors="replace").strip().partition("\n")
+    try:
+        secrets = json.loads(rest) if rest.strip() else {}
+    except ValueError:
+        secrets = {}
+    return url.strip(), {str(k): str(v) for k, v in secrets.items()} if isinstance(secrets, dict) else {}
 
 
 class Notifier:
@@ -205,9 +212,10 @@ def notify(url: str, job_id: str, state: str) -> None:
 
 
 class Supervisor:
-    def __init__(self, job_dir: Path, notify_url: str, job_umask: int) -> None:
+    def __init__(self, job_dir: Path, notify_url: str, job_umask: int, secrets: dict[str, str] | None = None) -> None:
         self.job_dir = job_dir
         self.notify_url = notify_url
+        self.secrets = secrets or {}  # added to the request's environment, never written
         self.job_umask = job_umask
         self.child: subprocess.Popen | None = None
         self.slot = None
@@ -247,7 +255,7 @@ class Supervisor:
                 self.child = subprocess.Popen(
                     argv,
                     cwd=request["cwd"],
-                    env=request["env"],
+                    env={**request["env"], **self.secrets},
                     stdout=out,
                     stderr=err,
                     stdin=subprocess.DEVNULL,
@@ -301,7 +309,8 @@ class Supervisor:
 
 def main(job_dir: Path) -> int:
     job_umask = os.umask(0o077)
-    supervisor = Supervisor(job_dir, read_notify_url(), job_umask)
+    url, secrets = read_handover()
+    supervisor = Supervisor(job_dir, url, job_umask, secrets)
     try:
         return supervisor.run()
     except BaseException as exc:

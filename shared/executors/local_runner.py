@@ -14,8 +14,9 @@ has had no job for ``IDLE_EXIT`` seconds. One runner per jobs folder and host: i
 a lock beside its socket, in a folder private to its user under the host's temporary
 folder (a Unix socket's path must be short, and must not sit on a shared volume).
 
-The executor hands a job over by its folder's name and notification URL, one JSON line
-on the socket; the URL carries the callback secret, so it is kept in memory only. A
+The executor hands a job over by its folder's name, notification URL and secret values,
+one JSON line on the socket; the URL carries the callback secret and the values are the
+job's secrets (docs/planning.md, "Secret values"), so both are kept in memory only. A
 job is started with fork/exec (argv, never a shell), its output in the job folder, as
 the leader of a process group of its own: a kill reaches every process of the job, and
 its end is written only once none is left (``process_tree``). A job of a user runs in
@@ -136,6 +137,8 @@ class Runner:
             write_status(job_dir, state="PREP", submitted_at=time.time(), runner=os.getpid())
             job.request = json.loads((job_dir / "request.json").read_text())
             int(job.request["slots"])
+            # Secret values come with the hand-over, in memory only (docs/planning.md, "Secret values").
+            job.request["env"].update({str(k): str(v) for k, v in (message.get("secrets") or {}).items()})
         except Exception as exc:
             self.finish(job, "FAILED", f"the local job runner could not read the job: {type(exc).__name__}: {exc}")
             return "ok"

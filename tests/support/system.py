@@ -132,7 +132,14 @@ class Processes(Api):
         """``open_files``: the process's RLIMIT_NOFILE (``ulimit -n``), soft and hard."""
         key = tag or name
         log = open(self.logs / f"{key}.log", "ab")
-        base = {**settings_env(self.settings), "PINGO_EXEC_LOG": str(Path(self.settings.data_dir) / "exec.log")}
+        # Every job logs its runs there: a variable passed to jobs as an operator would
+        # (PINGO_JOB_ENV_PASS), since a job gets none of the services' own environment.
+        passed = json.dumps([*self.settings.job_env_pass, "SYNTH_EXEC_LOG"])
+        base = {
+            **settings_env(self.settings),
+            "SYNTH_EXEC_LOG": str(Path(self.settings.data_dir) / "exec.log"),
+            "PINGO_JOB_ENV_PASS": passed,
+        }
 
         def limit() -> None:
             if open_files is not None:

@@ -373,3 +373,74 @@ def test_a_gateway_reachable_from_other_machines_refuses_to_start_without_users(
     finally:
         dev.terminate()
         dev.wait(timeout=30)
+
+
+async def test_another_users_action_definition_is_shown_only_to_admins_and_its_owner(team: Team) -> None:
+    alice, bob, root = await team.api("alice"), await team.api("bob"), await team.api("root")
+    key = "alice-api-key-0d5e"
+    made = shell_action(1, "keyed", configurationParameters=[{"key": "ALICE_API_KEY", "value": key}])
+    wf = await alice.run({"name": "keyed", "actions": [made, shell_action(2, "keyed-child", [1])]})
+    assert wf["state"] == "SUCCEEDED", wf["actions"]
+    h = wf["actions"][0]["hash"]
+    # bob sees the dataset (datasets are shared) and that another user's action made it:
+    # not the action, its workflow, nor its definition (alice's key).
+    status, seen = await bob.request("GET", f"/api/v1/datasets/{h}")
+    assert status == 200, seen
+    assert key not in json.dumps(seen) and wf["id"] not in json.dumps(seen)
+    assert seen["lineage"] is None and seen["othersActions"] is True
+    assert seen["producer"] is None and seen["computations"] == [] and seen["consumers"] == []
+    # Its owner and an admin see the definition.
+    for api in (alice, root):
+        status, full = await api.request("GET", f"/api/v1/datasets/{h}")
+        assert status == 200 and key in full["lineage"]["definition"], full
+        assert full["producer"]["workflow"]["id"] == wf["id"]
+    # A user who submits the identical action knows its definition: theirs reuses it and
+    # shows it, still without alice's workflow.
+    mine = await bob.run({"name": "same", "actions": [made]})
+    assert mine["actions"][0]["state"] == "REUSED"
+    status, seen = await bob.request("GET", f"/api/v1/datasets/{h}")
+    assert key in seen["lineage"]["definition"] and wf["id"] not in json.dumps(seen)
+
+
+async def test_following_another_users_computation_shows_only_that_it_is_shared(team: Team) -> None:
+    alice, bob, root = await team.api("alice"), await team.api("bob"), await team.api("root")
+    body = {"name": "shared-root", "actions": [shell_action(1, "shared-root", seconds=3)]}
+    theirs = await alice.submit(body)
+    a_id = theirs["id"]
+    deadline = time.time() + 30
+    while (await alice.workflow(a_id))["actions"][0]["state"] != "RUNNING":
+        assert time.time() < deadline, await alice.workflow(a_id)
+        await asyncio.sleep(0.05)
+    # bob's identical action follows alice's computation: he learns that it is shared,
+    # not which workflow or action computes it, in the dry run, the plan and the workflow.
+    status, dry = await bob.request("POST", "/api/v1/workflows?dryRun=true", json=body)
+    assert status == 200 and dry["actions"][0]["decision"] == "follow", dry
+    assert dry["actions"][0]["shared"] is True and dry["actions"][0]["follows"] is None
+    plan = await bob.submit(body)
+    b_id = plan["id"]
+    following = (await bob.workflow(b_id))["actions"][0]
+    assert following["state"] == "FOLLOWING" and following["shared"] is True and following["follows"] is None
+    assert a_id not in json.dumps([dry, plan, following])
+    # alice does not learn bob's ids either; an admin sees both.
+    producer = (await alice.workflow(a_id))["actions"][0]
+    assert producer["shared"] is True and producer["followers"] == [] and b_id not in json.dumps(producer)
+    assert (await root.workflow(b_id))["actions"][0]["follows"] == f"{a_id}.1"
+    # alice kills her workflow: bob's action adopts her running job and finishes it.
+    status, _ = await alice.request("POST", f"/api/v1/workflows/{a_id}/kill")
+    assert status == 202
+    done = await bob.wait(b_id)
+    assert done["state"] == "SUCCEEDED", done["actions"]
+    adopted = done["actions"][0]
+    assert adopted["reason"] == "takeover" and adopted["shared"] is True and adopted["takeoverOf"] is None
+    status, timeline = await bob.request("GET", f"/api/v1/workflows/{b_id}/timeline")
+    assert status == 200, timeline
+    assert a_id not in json.dumps([done, timeline]), [done, timeline]
+    assert "another user's workflow" in json.dumps(timeline)
+    # The job that ran is alice's: its output is not bob's to read; an admin may.
+    status, refused = await bob.request("GET", f"/api/v1/actions/{b_id}.1/logs")
+    assert status == 403 and refused["type"].endswith("/shared-computation"), refused
+    assert a_id not in json.dumps(refused)
+    assert root.http is not None
+    async with root.http.get(f"{root.base}/api/v1/actions/{b_id}.1/logs") as r:
+        assert r.status == 200
+    await alice.wait(a_id)
