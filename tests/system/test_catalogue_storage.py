@@ -6,15 +6,11 @@ looks unmounted, and still marks a few missing datasets LOST (issue 24, point 1)
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from prometheus_client import REGISTRY
 from pymongo import AsyncMongoClient
@@ -27,67 +23,12 @@ from shared.storage.local import remove_tree
 from shared.store.catalogue import StorageMismatch, bind_storage, recorded_storage
 from shared.store.client import connect
 from shared.store.embedded import EmbeddedMongo
+from tests.support.dev import Dev
 from tests.support.net import free_port
-from tests.support.system import TERMINAL, Api, make_settings
-from tests.support.workflows import ROOT, shell_action
+from tests.support.system import Api, make_settings
+from tests.support.workflows import shell_action
 
 HELD, HOLDS = "pingo_reconcile_held", "pingo_reconcile_holds_total"
-
-
-class Dev:
-    """``pingo dev`` as a user starts it, on a data folder, with extra ``PINGO_*`` settings."""
-
-    def __init__(self, tmp_path: Path, name: str, data_dir: Path, port: int, **env: str) -> None:
-        self.port = port
-        self.log = tmp_path / f"{name}.log"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PINGO_")}
-        self.env.update(
-            PINGO_DATA_DIR=str(data_dir), PINGO_CALLBACK_PORT=str(free_port()), PINGO_SCRAPE_INTERVAL="0.5",
-            PINGO_POLL_INTERVAL="0.5", PINGO_RECONCILE_INTERVAL="0.5", **env,
-        )  # fmt: skip
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> subprocess.Popen:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pingo.cli", "dev", "--port", str(self.port)],
-                cwd=ROOT, env=self.env, stdout=log, stderr=log,
-            )  # fmt: skip
-        return self.proc
-
-    async def exited(self, timeout: float = 60.0) -> int | None:
-        """Its exit status, or None if it still runs after ``timeout`` (then it is stopped)."""
-        assert self.proc is not None
-        try:
-            return await asyncio.to_thread(self.proc.wait, timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.send_signal(signal.SIGTERM)
-            await asyncio.to_thread(self.proc.wait, 30)
-            return None
-
-    async def request(self, method: str, path: str, **kw: Any) -> tuple[int, Any]:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
-            async with http.request(method, f"http://127.0.0.1:{self.port}{path}", **kw) as r:
-                return r.status, await r.json(content_type=None)
-
-    async def up(self) -> None:
-        async with asyncio.timeout(60):
-            while True:
-                assert self.proc is not None and self.proc.poll() is None, self.log.read_text()
-                try:
-                    if (await self.request("GET", "/healthz"))[0] == 200:
-                        return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.2)
-
-    async def run(self, body: dict[str, Any]) -> dict[str, Any]:
-        status, plan = await self.request("POST", "/api/v1/workflows", json=body)
-        assert status == 201, plan
-        async with asyncio.timeout(60):
-            while (wf := (await self.request("GET", f"/api/v1/workflows/{plan['id']}"))[1])["state"] not in TERMINAL:
-                await asyncio.sleep(0.2)
-        return wf
 
 
 def chain(prefix: str, n: int) -> dict[str, Any]:

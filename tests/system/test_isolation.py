@@ -18,15 +18,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 from pymongo import AsyncMongoClient
 
 from shared.storage.local import LocalStorage
 from shared.store.embedded import EmbeddedMongo
-from tests.support.net import free_port
-from tests.support.system import TERMINAL, Api
+from tests.support.dev import Dev
+from tests.support.system import Api
 from tests.support.workflows import ROOT, shell_action
 from tests.system.test_callbacks import callback
 
@@ -390,79 +388,16 @@ async def test_a_shared_embedded_server_serves_others_until_they_are_done(tmp_pa
             s.stop()
 
 
-class Dev:
-    """``pingo dev`` as a user starts it: embedded defaults, a data dir and ports of its own."""
-
-    def __init__(self, tmp_path: Path, name: str, data: str, port: int | None = None) -> None:
-        self.data_dir = tmp_path / data
-        self.port = port or free_port()
-        self.log = tmp_path / f"{name}.log"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PINGO_")}
-        self.env.update(
-            PINGO_DATA_DIR=str(self.data_dir),
-            PINGO_CALLBACK_PORT=str(free_port()),
-            PINGO_SCRAPE_INTERVAL="0.5",
-            PINGO_POLL_INTERVAL="0.5",
-        )
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> subprocess.Popen:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pingo.cli", "dev", "--port", str(self.port)],
-                cwd=ROOT, env=self.env, stdout=log, stderr=log,
-            )  # fmt: skip
-        return self.proc
-
-    async def request(self, method: str, path: str, **kw: Any) -> tuple[int, Any]:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
-            async with http.request(method, f"http://127.0.0.1:{self.port}{path}", **kw) as r:
-                return r.status, await r.json(content_type=None)
-
-    async def up(self) -> None:
-        async with asyncio.timeout(60):
-            while True:
-                assert self.proc is not None and self.proc.poll() is None, self.log.read_text()
-                try:
-                    if (await self.request("GET", "/healthz"))[0] == 200:
-                        return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.2)
-
-    async def submit(self, label: str) -> str:
-        status, plan = await self.request(
-            "POST", "/api/v1/workflows", json={"name": label, "actions": [shell_action(1, label)]}
-        )
-        assert status == 201, plan
-        return plan["id"]
-
-    async def run(self, label: str) -> dict[str, Any]:
-        wf_id = await self.submit(label)
-        async with asyncio.timeout(60):
-            while (wf := (await self.request("GET", f"/api/v1/workflows/{wf_id}"))[1])["state"] not in TERMINAL:
-                await asyncio.sleep(0.2)
-        return wf
-
-    async def has(self, wf_id: str) -> bool:
-        return (await self.request("GET", f"/api/v1/workflows/{wf_id}"))[0] == 200
-
-    async def stop(self) -> int:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        return await asyncio.to_thread(self.proc.wait, 30)
-
-
 async def test_two_pingo_dev_with_different_data_dirs_never_share_a_store(tmp_path: Path) -> None:
     """Each data dir, its own embedded server and store; the first one's exit leaves the
     second unharmed; a third on a port already taken is refused (the same data dir twice,
     sharing a server: the test above)."""
-    a, b = Dev(tmp_path, "a", "data-a"), Dev(tmp_path, "b", "data-b")
+    a, b = Dev(tmp_path, "a", tmp_path / "data-a"), Dev(tmp_path, "b", tmp_path / "data-b")
     try:
         for d in (a, b):
             d.start()
         await asyncio.gather(a.up(), b.up())
-        taken = Dev(tmp_path, "taken", "data-c", b.port)
+        taken = Dev(tmp_path, "taken", tmp_path / "data-c", b.port)
         wf_id, refused = await asyncio.gather(a.submit("iso-dev-a"), asyncio.to_thread(taken.start().wait, 60))
         assert not await b.has(wf_id) and await a.has(wf_id)
         sockets = [d.data_dir / "mongo" / "nx-27017.sock" for d in (a, b)]

@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -27,10 +26,11 @@ from shared.executors.base import JobState
 from shared.runtime import Context, running
 from shared.store import users
 from shared.store.embedded import EmbeddedMongo
+from tests.support.dev import pingo, user_env
 from tests.support.net import free_port
 from tests.support.processes import marked, spawning_action
 from tests.support.system import Api, make_settings
-from tests.support.workflows import ROOT, shell_action
+from tests.support.workflows import shell_action
 
 # Run as alice's job: every way to reach Pingo or bob it can think of; then its own work.
 HOSTILE = r"""
@@ -249,15 +249,8 @@ async def test_an_output_made_a_link_to_another_users_data_is_not_kept(base: Pat
         assert not Path(first["outputPath"]).is_symlink()
 
 
-def pingo(*argv: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pingo.cli", *argv], env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
-
-
 def test_without_a_sandbox_a_gateway_beyond_loopback_serves_one_user_only(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PINGO_")}
-    env.update(
+    env = user_env(
         PINGO_DATA_DIR=str(tmp_path / "data"),
         PINGO_HOST="0.0.0.0",
         PINGO_PORT=str(free_port()),

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from pingo.dev import all_services
 from shared.runtime import Context, running
 from shared.store import users
+from tests.support.dev import pingo, user_env
 from tests.support.net import free_port
 from tests.support.system import Api, make_settings
 from tests.support.workflows import ROOT, diamond, shell_action
@@ -328,15 +329,8 @@ async def test_oidc_tokens_are_verified_against_the_providers_keys(tmp_path: Pat
 # --- starting safely ---------------------------------------------------------------------------
 
 
-def pingo(*argv: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pingo.cli", *argv], env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
-    )
-
-
 def test_a_gateway_reachable_from_other_machines_refuses_to_start_without_users(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PINGO_")}
-    env.update(
+    env = user_env(
         PINGO_DATA_DIR=str(tmp_path / "data"),
         PINGO_HOST="0.0.0.0",
         PINGO_PORT=str(free_port()),
