@@ -90,6 +90,13 @@ async def gateway(args: argparse.Namespace) -> AsyncIterator[Client]:
 
 
 def load_workflow(path: str) -> Any:
+    if path.endswith(".py"):  # a workflow written in Python (docs/workflows-in-python.md)
+        from pingo.workflow_file import WorkflowFileError, load
+
+        try:
+            return load(path)
+        except WorkflowFileError as exc:
+            fail(str(exc))
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -354,14 +361,14 @@ def parser() -> argparse.ArgumentParser:
         e = sub.add_parser(name, help=help_, add_help=False, prefix_chars="\0")
         e.add_argument("argv", nargs=argparse.REMAINDER)
         e.set_defaults(run=cmd_elsewhere)
-    c = client_cmd("submit", "submit a workflow JSON file")
+    c = client_cmd("submit", "submit a workflow: a JSON file, or a Python file that builds one")
     c.add_argument("file")
     c.add_argument("--wait", action="store_true", help="show live progress until the workflow ends")
     c.add_argument(
         "--dry-run", action="store_true", help="show what would be computed, reused or skipped, and why; submit nothing"
     )
     c.set_defaults(run=cmd_submit)
-    v = sub.add_parser("validate", help="check a workflow JSON file offline: every violation, with where it is")
+    v = sub.add_parser("validate", help="check a workflow (JSON or .py file) offline: every violation, where it is")
     v.add_argument("file")
     v.add_argument("--json", action="store_true", help="print the result as JSON")
     v.set_defaults(run=cmd_validate)
