@@ -12,6 +12,11 @@ goes through ``pingo.client.Client``.
 Ids are given in the order actions are made (1, 2, ...) unless one is given. A parent
 must be an action of the same workflow, made before its child: a builder's workflow is a
 DAG by construction.
+
+``workflow.parameter("day", default=...)`` declares a parameter (docs/planning.md,
+"Parameters") and returns a ``Parameter``, which stands for its reference ``{{day}}``
+wherever text is written: ``inputs={"day": day}``, ``f"--day={day}"``. Its values are
+given when the workflow is checked or submitted (``values={"day": "2026-11-21"}``).
 """
 
 from __future__ import annotations
@@ -25,9 +30,31 @@ if TYPE_CHECKING:  # the client's aiohttp and the language's pydantic are needed
     from pingo.client import Client
     from shared.workflow_spec import ActionId, Violation, WorkflowSpec
 
+
+@dataclass(frozen=True)
+class Parameter:
+    """A declared parameter; as text (``str``, f-strings) it is its reference, ``{{name}}``."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return "{{" + self.name + "}}"
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every ``Parameter`` in it turned into its reference."""
+    if isinstance(value, Parameter):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
 # What an input or a configuration value may be: the language turns numbers and booleans
 # into text (``true``/``false``), as it does for JSON.
-Scalar = str | int | float | bool
+Scalar = str | int | float | bool | Parameter
 Inputs = Mapping[str, Scalar] | Sequence[Scalar]
 
 
@@ -79,6 +106,16 @@ class Workflow:
         self.start: Action | None = None
         self.end: Action | None = None
         self.defaults = {k: v for k, v in (("retries", retries), ("timeoutSeconds", timeout)) if v is not None}
+        self.parameters: dict[str, dict[str, Any]] = {}
+
+    def parameter(self, name: str, default: str | int | float | bool | None = None, *,
+                  description: str | None = None) -> Parameter:  # fmt: skip
+        """Declare a parameter (without a default, every submission must give a value)."""
+        if name in self.parameters:
+            raise ValueError(f"parameter {name!r} is already declared")
+        declared = {k: v for k, v in (("default", default), ("description", description)) if v is not None}
+        self.parameters[name] = declared
+        return Parameter(name)
 
     # -- actions, one method per type ------------------------------------------------
 
@@ -180,16 +217,20 @@ class Workflow:
             ident = len(self.actions) + 1
             while any(str(a.id) == str(ident) for a in self.actions):
                 ident += 1
-        body = {"type": type_, **{k: v for k, v in {**fields, **options}.items() if v is not None}}
-        action = Action(self, ident, name, body, parents)
+        body = {"type": type_, **{k: _plain(v) for k, v in {**fields, **options}.items() if v is not None}}
+        action = Action(self, ident, str(name), body, parents)
         self.actions.append(action)
         return action
 
     # -- the document, its check, its hashes ---------------------------------------
 
-    def to_json(self) -> dict[str, Any]:
-        """The workflow document the server receives."""
-        out: dict[str, Any] = {"name": self.name}
+    def to_json(self, values: Mapping[str, Scalar] | None = None) -> dict[str, Any]:
+        """The workflow document the server receives, with ``values`` for its parameters."""
+        out: dict[str, Any] = {"name": str(self.name)}
+        if self.parameters:
+            out["parameters"] = {name: dict(declared) for name, declared in self.parameters.items()}
+        if values:
+            out["parameterValues"] = dict(values)
         if self.start is not None:
             out["startActionId"] = self.start.id
         if self.end is not None:
@@ -199,42 +240,44 @@ class Workflow:
         out["actions"] = [a.to_json() for a in self.actions]
         return out
 
-    def dumps(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_json(), indent=indent, ensure_ascii=False)
+    def dumps(self, indent: int | None = 2, values: Mapping[str, Scalar] | None = None) -> str:
+        return json.dumps(self.to_json(values), indent=indent, ensure_ascii=False)
 
-    def validate(self) -> list[Violation]:
+    def validate(self, values: Mapping[str, Scalar] | None = None) -> list[Violation]:
         """Every violation of the language's rules, as ``pingo validate`` lists them (none: valid).
         Paths against the allowed roots and executor support are the server's to check."""
         from shared.workflow_spec import parse_workflow
 
-        return parse_workflow(self.to_json())[1]
+        return parse_workflow(self.to_json(values))[1]
 
-    def spec(self) -> WorkflowSpec:
+    def spec(self, values: Mapping[str, Scalar] | None = None) -> WorkflowSpec:
         """The normalized workflow the planner sees; ``InvalidWorkflow`` if it breaks a rule."""
         from shared.workflow_spec import parse_workflow
 
-        spec, violations = parse_workflow(self.to_json())
+        spec, violations = parse_workflow(self.to_json(values))
         if spec is None:
             raise InvalidWorkflow(self.name, violations)
         return spec
 
-    def hashes(self) -> dict[ActionId, str]:
+    def hashes(self, values: Mapping[str, Scalar] | None = None) -> dict[ActionId, str]:
         """Each action's lineage hash by id, without the action folders' fingerprints (the
         server adds those: a SPARK or Java folder's files)."""
         from shared.hashing import workflow_hashes
 
-        return workflow_hashes(self.spec())
+        return workflow_hashes(self.spec(values))
 
     # -- submitting ----------------------------------------------------------------
 
-    async def submit(self, client: Client | None = None, *, dry_run: bool = False) -> dict[str, Any]:
+    async def submit(
+        self, client: Client | None = None, *, values: Mapping[str, Scalar] | None = None, dry_run: bool = False
+    ) -> dict[str, Any]:
         """Submit through ``client`` (default: a ``Client`` of ``PINGO_URL`` or the local
         gateway, as ``pingo submit`` would use); ``dry_run``: the plan, nothing written.
         Checked here first, so a workflow that breaks a rule is not sent."""
-        self.spec()
+        self.spec(values)
         if client is None:
             from pingo.client import Client
 
             async with Client() as own:
-                return await self.submit(own, dry_run=dry_run)
-        return await (client.dry_run if dry_run else client.submit)(self.to_json())
+                return await self.submit(own, values=values, dry_run=dry_run)
+        return await (client.dry_run if dry_run else client.submit)(self.to_json(values))

@@ -107,13 +107,29 @@ def load_workflow(path: str) -> Any:
         fail(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}")
 
 
+def load_with_values(args: argparse.Namespace) -> Any:
+    """The workflow of ``args.file``, with the ``-p NAME=VALUE`` values in its ``parameterValues``
+    (over any the file gives): the server fills them in (docs/planning.md, "Parameters")."""
+    workflow = load_workflow(args.file)
+    given = {}
+    for pair in getattr(args, "param", None) or ():
+        name, eq, value = pair.partition("=")
+        if not eq or not name:
+            fail(f"-p {pair!r}: a parameter is given as NAME=VALUE")
+        given[name] = value
+    if given and isinstance(workflow, dict):
+        known = workflow.get("parameterValues")
+        workflow = {**workflow, "parameterValues": {**(known if isinstance(known, dict) else {}), **given}}
+    return workflow
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """The workflow language's checks, here: no server, nothing stored. Paths against the
     allowed roots, action folders and executor support are the server's to check
     (``pingo submit --dry-run``)."""
     from shared.workflow_spec import parse_workflow
 
-    spec, violations = parse_workflow(load_workflow(args.file))
+    spec, violations = parse_workflow(load_with_values(args))
     if args.json:
         found = [v.model_dump(exclude_none=True) for v in violations]
         print(json.dumps({"valid": spec is not None, "violations": found}, indent=2))
@@ -142,7 +158,7 @@ async def cmd_dry_run(args: argparse.Namespace, workflow: Any) -> int:
 
 
 async def cmd_submit(args: argparse.Namespace) -> int:
-    workflow = load_workflow(args.file)
+    workflow = load_with_values(args)
     if args.dry_run:
         if args.wait:
             fail("--dry-run submits nothing to wait for: give one of --dry-run and --wait")
@@ -326,6 +342,7 @@ def service_names() -> list[str]:
     return sorted(p.name for p in resources.files(services).iterdir() if p.joinpath("__main__.py").is_file())
 
 
+PARAM_HELP = "a value for one of the workflow's parameters (repeat for each)"
 LOG_LEVEL_HELP = "DEBUG, INFO, WARNING or ERROR (default: PINGO_LOG_LEVEL, else INFO)"
 
 
@@ -367,10 +384,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument(
         "--dry-run", action="store_true", help="show what would be computed, reused or skipped, and why; submit nothing"
     )
+    c.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help=PARAM_HELP)
     c.set_defaults(run=cmd_submit)
     v = sub.add_parser("validate", help="check a workflow (JSON or .py file) offline: every violation, where it is")
     v.add_argument("file")
     v.add_argument("--json", action="store_true", help="print the result as JSON")
+    v.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help=PARAM_HELP)
     v.set_defaults(run=cmd_validate)
     c = client_cmd("status", "a workflow's state, drawn as its DAG")
     c.add_argument("id")

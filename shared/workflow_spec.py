@@ -28,6 +28,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from shared.workflow_messages import explain, kind, unknown_field
+from shared.workflow_parameters import fill_in
 
 ActionId = int | str
 
@@ -35,7 +36,7 @@ MAX_DEPTH = 64  # objects and arrays inside each other; MongoDB refuses document
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_TIMEOUT = 30 * 86_400  # seconds: a month; longer is a mistake, not a timeout
 MAX_REPORTED = 100  # document violations listed in one answer: the rest would only repeat them
-WORKFLOW_FIELDS = ("name", "startActionId", "endActionId", "actions", "defaults")
+WORKFLOW_FIELDS = ("name", "startActionId", "endActionId", "actions", "defaults", "parameters", "parameterValues")
 
 
 class ActionType(StrEnum):
@@ -409,6 +410,10 @@ def parse_workflow(
     if (deep := too_deep(body)) is not None:
         return None, [deep]
     violations = document_violations(body)
+    # Parameters are filled in before anything reads the workflow: hashes are of the filled-in
+    # workflow (docs/planning.md, "Parameters").
+    body, filled = fill_in(body)
+    violations += [_located(body, _join("", path), message) for path, message in filled]
     # An action with a string that cannot be stored or launched is not handed on to the
     # installation checks (paths, executor): they would stumble on it.
     tainted = {int(m.group(1)) for v in violations if (m := _ACTION_LOC.match(v.loc))}
