@@ -13,6 +13,9 @@ Ids are given in the order actions are made (1, 2, ...) unless one is given. A p
 must be an action of the same workflow, made before its child: a builder's workflow is a
 DAG by construction.
 
+``for_each=[...]`` maps an action over a list (docs/planning.md, "Fan-out"): ``ITEM`` stands
+for ``{{item}}``, each item's place; a child given the action as a parent gathers them all.
+
 ``workflow.parameter("day", default=...)`` declares a parameter (docs/planning.md,
 "Parameters") and returns a ``Parameter``, which stands for its reference ``{{day}}``
 wherever text is written: ``inputs={"day": day}``, ``f"--day={day}"``. Its values are
@@ -51,6 +54,9 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     return value
 
+
+# The item of a fan-out action (``for_each=[...]``): as text, ``{{item}}``.
+ITEM = Parameter("item")
 
 # What an input or a configuration value may be: the language turns numbers and booleans
 # into text (``true``/``false``), as it does for JSON.
@@ -111,6 +117,8 @@ class Workflow:
     def parameter(self, name: str, default: str | int | float | bool | None = None, *,
                   description: str | None = None) -> Parameter:  # fmt: skip
         """Declare a parameter (without a default, every submission must give a value)."""
+        if name == ITEM.name:
+            raise ValueError("'item' is reserved: ITEM is the item of an action with for_each")
         if name in self.parameters:
             raise ValueError(f"parameter {name!r} is already declared")
         declared = {k: v for k, v in (("default", default), ("description", description)) if v is not None}
@@ -201,9 +209,10 @@ class Workflow:
             "outputPath": common.pop("output_path", None),
             "retries": common.pop("retries", None),
             "timeoutSeconds": common.pop("timeout", None),
+            "forEach": None if (items := common.pop("for_each", None)) is None else list(items),
         }
         if common:
-            known = "id, force, output_path, retries, timeout"
+            known = "id, force, output_path, retries, timeout, for_each"
             raise TypeError(f"{name!r}: unknown option(s) {', '.join(sorted(common))} (known: {known})")
         if options["outputPath"] is not None:
             options["isManaged"] = False  # the output goes where the user says; never reused

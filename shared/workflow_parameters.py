@@ -30,6 +30,9 @@ from shared.workflow_messages import quoted, suggest, unknown_field
 
 DECLARATIONS = "parameters"
 VALUES = "parameterValues"
+FOR_EACH = "forEach"
+ITEM = "item"  # a fan-out action's item: never a parameter's name
+ITEM_REFERENCE = "{{item}}"
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # The escape first, then a reference, then any other ``{{``: a mistake.
 TOKEN = re.compile(r"\{\{\{\{|\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}|\{\{")
@@ -72,6 +75,9 @@ def _declared(raw: Any, problems: list[Problem]) -> dict[str, str | None]:
         if not NAME.fullmatch(name):
             problems.append((where, f"parameter name {quoted(name)} must be a letter or _ then letters, digits, _"))
             continue
+        if name == ITEM:
+            problems.append((where, "'item' is reserved: {{item}} is the item of an action with forEach"))
+            continue
         if not isinstance(decl, dict):
             problems.append((where, 'a parameter is declared with an object: {"default": "value"} or {} (required)'))
             continue
@@ -110,11 +116,27 @@ def _given(raw: Any, declared: dict[str, str | None], problems: list[Problem]) -
     return out
 
 
+def _mapped(body: dict[str, Any]) -> set[int]:
+    """Positions of the actions that fan out (``forEach``, docs/planning.md "Fan-out")."""
+    actions = body.get("actions")
+    if not isinstance(actions, list):
+        return set()
+    return {i for i, a in enumerate(actions) if isinstance(a, dict) and FOR_EACH in a}
+
+
 def fill_in(body: Any) -> tuple[Any, list[Problem]]:
     """``body`` with every parameter reference replaced by its value, and every problem
     with where it is. A body that declares no parameters comes back as it is (but values
-    given for it are reported). References that cannot be filled in are left as written."""
-    if not isinstance(body, dict) or (DECLARATIONS not in body and VALUES not in body):
+    given for it are reported), except its fan-out actions. References that cannot be
+    filled in are left as written.
+
+    In an action with ``forEach``, ``{{item}}`` and ``{{{{`` are left for the fan-out
+    (shared/workflow_fanout.py), which puts in each item; its ``forEach`` list itself is
+    text like any other."""
+    if not isinstance(body, dict):
+        return body, []
+    mapped = _mapped(body)
+    if DECLARATIONS not in body and VALUES not in body and not mapped:
         return body, []
     problems: list[Problem] = []
     declared = _declared(body[DECLARATIONS], problems) if DECLARATIONS in body else {}
@@ -124,37 +146,47 @@ def fill_in(body: Any) -> tuple[Any, list[Problem]]:
         if value is None:
             problems.append(((DECLARATIONS, name), f"parameter {quoted(name)} has no default and no value was given "
                                                    f"(pingo submit -p {name}=VALUE, or parameterValues)"))  # fmt: skip
-    if DECLARATIONS not in body:
-        return body, problems
+    active = DECLARATIONS in body
     used: set[str] = set()
 
-    def text(value: str, where: Path) -> str:
+    def text(value: str, where: Path, in_map: bool) -> str:
         def one(m: re.Match[str]) -> str:
             if m.group(0) == "{{{{":
-                return "{{"
+                return m.group(0) if in_map else "{{"
             name = m.group(1)
             if name is None:
-                problems.append((where, "'{{' starts a parameter reference, {{name}}: write '{{{{' for a literal '{{'"))
+                problems.append((where, "'{{' starts a reference, {{name}}: write '{{{{' for a literal '{{'"))
                 return m.group(0)
+            if in_map and name == ITEM:
+                return ITEM_REFERENCE
             used.add(name)
             if name not in declared:
-                close = suggest(name, list(declared))
-                hint = f" — did you mean {quoted(close)}?" if close else f" (declared: {', '.join(declared) or 'none'})"
+                close = suggest(name, list(declared)) if declared else None
+                if name == ITEM:
+                    hint = ": {{item}} is the item of an action with forEach"
+                elif not active:
+                    hint = ": the workflow declares no parameters"
+                else:
+                    hint = f" — did you mean {quoted(close)}?" if close else f" (declared: {', '.join(declared)})"
                 problems.append((where, f"{{{{{name}}}}} names no declared parameter{hint}"))
                 return m.group(0)
             value = values[name]
             return m.group(0) if value is None else value
 
-        return TOKEN.sub(one, value) if "{{" in value else value
+        if "{{" not in value or not (active or in_map):
+            return value
+        return TOKEN.sub(one, value)
 
-    def walk(value: Any, where: Path) -> Any:
+    def walk(value: Any, where: Path, in_map: bool = False) -> Any:
         # Recursive: parse_workflow has already refused a body nested deeper than MAX_DEPTH.
         if isinstance(value, str):
-            return text(value, where)
+            return text(value, where, in_map)
         if isinstance(value, dict):
-            return {k: walk(v, (*where, k)) for k, v in value.items()}
+            if len(where) == 2 and where[0] == "actions" and where[1] in mapped:
+                return {k: walk(v, (*where, k), k != FOR_EACH) for k, v in value.items()}
+            return {k: walk(v, (*where, k), in_map) for k, v in value.items()}
         if isinstance(value, list):
-            return [walk(v, (*where, i)) for i, v in enumerate(value)]
+            return [walk(v, (*where, i), in_map) for i, v in enumerate(value)]
         return value
 
     out = {k: v if k in (DECLARATIONS, VALUES) else walk(v, (k,)) for k, v in body.items()}

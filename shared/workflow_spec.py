@@ -27,6 +27,7 @@ from typing import Annotated, Any
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
+from shared.workflow_fanout import expand
 from shared.workflow_messages import explain, kind, unknown_field
 from shared.workflow_parameters import fill_in
 
@@ -126,6 +127,8 @@ class ActionSpec(TypeFields):
     # Execution settings: how to run it, not what it computes (kept out of definition()).
     retries: RetryPolicy = Field(default_factory=RetryPolicy)
     timeoutSeconds: float | None = None
+    # A definition mapped over these items; expanded before planning (shared/workflow_fanout.py).
+    forEach: list[str] | None = None
 
     def definition(self) -> dict[str, Any]:
         """The fields that define the computation: what equivalence is judged on."""
@@ -210,6 +213,7 @@ class _RawAction(TypeFields):
     outputPath: str | None = None
     retries: RetryCount | RetryPolicy | None = None
     timeoutSeconds: Seconds | None = None
+    forEach: list[str | int | float | bool] | None = None
 
     @field_validator("id", "actionId", mode="before")
     @classmethod
@@ -523,6 +527,7 @@ def parse_workflow(
             )
         )
 
+    actions, positions = expand(actions, positions, start, end, violations, parsed)  # forEach
     violations = [v for j, v in enumerate(violations) if j < documented or v.loc not in placed]
     if violations:
         return None, violations
@@ -693,4 +698,5 @@ def _parse_action(
         outputPath=r.outputPath,
         retries=_policy(r.retries) or _policy(defaults.retries if defaults else None) or RetryPolicy(),
         timeoutSeconds=r.timeoutSeconds if r.timeoutSeconds is not None else (defaults and defaults.timeoutSeconds),
+        forEach=None if r.forEach is None else [_RawParam(value=v).to_param().value for v in r.forEach],
     )

@@ -69,7 +69,7 @@ def test_every_problem_is_listed_with_where_it_is() -> None:
     assert ("actions[0].command[3]", "{{dayz}} names no declared parameter — did you mean 'day'?") in found
     assert (
         "actions[0].command[4]",
-        "'{{' starts a parameter reference, {{name}}: write '{{{{' for a literal '{{'",
+        "'{{' starts a reference, {{name}}: write '{{{{' for a literal '{{'",
     ) in found
     assert ("parameters.unused", "parameter 'unused' is declared but never used: write {{unused}} where its value "
                                  "goes, or remove it") in found  # fmt: skip
