@@ -17,6 +17,7 @@ parse of its definition and 1,000 copies, not 1,000 parses.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from shared.workflow_spec import ActionId, ActionSpec, Violation
 
 MAX_ACTIONS = 10_000  # after fan-out: more would take minutes to plan (docs/performance.md)
+MAX_TEXT = 32 * 1024 * 1024  # characters of definitions after fan-out: a small body must not make gigabytes
 # What parameters' filling-in leaves in a mapped action: the item, and a literal "{{".
 _MARK = re.compile(r"\{\{\{\{|" + re.escape(ITEM_REFERENCE))
 _PATH_FIELDS = ("actionFolder", "outputPath")
@@ -52,6 +54,13 @@ def _uses_item(value: Any) -> bool:
     if isinstance(value, list):
         return any(_uses_item(v) for v in value)
     return False
+
+
+def _text_size(template: dict[str, Any], items: list[str]) -> int:
+    """About how many characters the copies of ``template`` for ``items`` hold: known before
+    making them, so that a small body cannot make gigabytes."""
+    text = json.dumps(template)
+    return len(items) * len(text) + text.count(ITEM_REFERENCE) * sum(map(len, items))
 
 
 def item_ids(aid: ActionId, count: int) -> list[str]:
@@ -82,12 +91,21 @@ def expand(
         violations.append(Violation(loc=where, actionId=a.id if aid is None else aid, field=field, message=message))
 
     before = len(violations)
+    total = len(actions) - len(mapped) + sum(len(a.forEach or ()) for _, a in mapped)
+    if total > MAX_ACTIONS:
+        message = f"the workflow fans out to {total} actions: at most {MAX_ACTIONS}"
+        violations.append(Violation(loc="actions", field="forEach", message=message))
+    templates = {a.id: a.model_dump(exclude={"id", "parents", "forEach"}) for _, a in mapped}
+    size = sum(_text_size(templates[a.id], a.forEach or []) for _, a in mapped)
+    if size > MAX_TEXT:
+        message = f"the workflow fans out to {size} characters of definitions: at most {MAX_TEXT}"
+        violations.append(Violation(loc="actions", field="forEach", message=message))
+    # Too large: nothing is made of it (the limits are checked before any copy is made).
+    expanding = mapped if len(violations) == before else []
     copies: dict[ActionId, list[ActionSpec]] = {}
     taken = {str(a.id) for a in actions}
-    total = len(actions) - len(mapped)
-    for i, a in mapped:
+    for i, a in expanding:
         items = a.forEach or []
-        total += len(items)
         if not items:
             bad(i, a, "forEach", "forEach needs at least one item")
             continue
@@ -96,7 +114,7 @@ def expand(
             if item in first:
                 bad(i, a, f"forEach[{k}]", f"item {k} repeats item {first[item]}: the two would be one computation")
             first.setdefault(item, k)
-        template = a.model_dump(exclude={"id", "parents", "forEach"})
+        template = templates[a.id]
         if not _uses_item(template):
             bad(i, a, "forEach", "an action with forEach must write {{item}} where each item goes (its command, "
                                  "inputs, ...): without it every item is the same computation")  # fmt: skip
@@ -118,11 +136,8 @@ def expand(
                     bad(i, a, "configurationParameters", f"item {item!r} makes a key empty or with '='", aid)
             made.append(copy)
         copies[a.id] = made
-    if total > MAX_ACTIONS:
-        message = f"the workflow fans out to {total} actions: at most {MAX_ACTIONS}"
-        violations.append(Violation(loc="actions", field="forEach", message=message))
     for field, ref in (("startActionId", start), ("endActionId", end)):
-        if ref in copies:
+        if ref is not None and any(a.id == ref for _, a in mapped):
             violations.append(Violation(loc=field, field=field, message=f"{field} cannot name an action with forEach"))
     if parsed is not None:  # a definition that cannot fan out is not checked against the installation
         failed = {a.id for _, a in mapped if a.id not in copies}

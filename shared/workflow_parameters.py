@@ -33,6 +33,9 @@ VALUES = "parameterValues"
 FOR_EACH = "forEach"
 ITEM = "item"  # a fan-out action's item: never a parameter's name
 ITEM_REFERENCE = "{{item}}"
+# Characters the values may add to a workflow in all: a 1 MiB body could otherwise name a
+# large value thousands of times and make gigabytes of text.
+MAX_ADDED = 16 * 1024 * 1024
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # The escape first, then a reference, then any other ``{{``: a mistake.
 TOKEN = re.compile(r"\{\{\{\{|\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}|\{\{")
@@ -148,6 +151,7 @@ def fill_in(body: Any) -> tuple[Any, list[Problem]]:
                                                    f"(pingo submit -p {name}=VALUE, or parameterValues)"))  # fmt: skip
     active = DECLARATIONS in body
     used: set[str] = set()
+    added = 0
 
     def text(value: str, where: Path, in_map: bool) -> str:
         def one(m: re.Match[str]) -> str:
@@ -171,7 +175,11 @@ def fill_in(body: Any) -> tuple[Any, list[Problem]]:
                 problems.append((where, f"{{{{{name}}}}} names no declared parameter{hint}"))
                 return m.group(0)
             value = values[name]
-            return m.group(0) if value is None else value
+            if value is None:
+                return m.group(0)
+            nonlocal added
+            added += len(value)
+            return value
 
         if "{{" not in value or not (active or in_map):
             return value
@@ -190,6 +198,9 @@ def fill_in(body: Any) -> tuple[Any, list[Problem]]:
         return value
 
     out = {k: v if k in (DECLARATIONS, VALUES) else walk(v, (k,)) for k, v in body.items()}
+    if added > MAX_ADDED:
+        message = f"the parameters' values would add {added} characters to the workflow: at most {MAX_ADDED}"
+        return body, [*problems, ((VALUES if VALUES in body else DECLARATIONS,), message)]
     for name in declared:
         if name not in used:
             problems.append(((DECLARATIONS, name), f"parameter {quoted(name)} is declared but never used: write "

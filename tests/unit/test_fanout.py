@@ -109,3 +109,10 @@ def test_the_builder_maps_and_gathers() -> None:
     built = load(str(ROOT / "examples" / "python" / "regions.py"))
     written = json.loads((ROOT / "examples" / "fanout" / "regions.json").read_text())
     assert workflow_hashes(parsed(*built["actions"])) == workflow_hashes(parsed(*written["actions"]))
+
+
+def test_a_small_body_cannot_fan_out_to_gigabytes() -> None:
+    # 9,000 items of a 4 KB definition: 36 MB of definitions from a body of 100 KB.
+    found = violations(shell(1, "{{item}}", "x" * 4000, forEach=[str(n) for n in range(9_000)]))
+    assert len(found) == 1 and found[0][0] == "actions"
+    assert "characters of definitions: at most 33554432" in found[0][2]

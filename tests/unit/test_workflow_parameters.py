@@ -141,3 +141,12 @@ def test_pingo_validate_takes_values_with_p() -> None:
     assert bad.returncode == 1 and "parameterValues.dya: unknown parameter 'dya' — did you mean 'day'?" in bad.stderr
     malformed = validate("examples/parameters/daily.json", "-p", "day")
     assert malformed.returncode == 2 and "a parameter is given as NAME=VALUE" in malformed.stderr
+
+
+def test_values_cannot_blow_a_small_body_up() -> None:
+    # A 100 KB value named 200 times: 20 MB of text from a body of 100 KB.
+    body = {"name": "p", "parameters": {"v": {}}, "parameterValues": {"v": "x" * 100_000},
+            "actions": [{"id": 1, "name": "a", "type": "shell", "command": ["echo", *["{{v}}"] * 200]}]}  # fmt: skip
+    found = violations(body)
+    assert found == [("parameterValues", "the parameters' values would add 20000000 characters to the workflow: "
+                                         "at most 16777216")]  # fmt: skip
