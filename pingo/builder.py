@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 if TYPE_CHECKING:  # the client's aiohttp and the language's pydantic are needed only when used
     from pingo.client import Client
@@ -62,6 +62,17 @@ ITEM = Parameter("item")
 # into text (``true``/``false``), as it does for JSON.
 Scalar = str | int | float | bool | Parameter
 Inputs = Mapping[str, Scalar] | Sequence[Scalar]
+
+
+class Options(TypedDict, total=False):
+    """What every action method also takes (docs/workflows-in-python.md)."""
+
+    id: int | str  # default: 1, 2, ... in the order actions are made
+    force: bool  # forceComputation
+    output_path: str  # an unmanaged action's output (isManaged: false)
+    retries: int | Mapping[str, float]  # 2, or {"count": 2, "delaySeconds": 10, "backoff": 2}
+    timeout: float  # seconds, one attempt
+    for_each: Sequence[Scalar]  # the items of a fan-out; ITEM is each one's place
 
 
 class InvalidWorkflow(ValueError):
@@ -113,6 +124,7 @@ class Workflow:
         self.end: Action | None = None
         self.defaults = {k: v for k, v in (("retries", retries), ("timeoutSeconds", timeout)) if v is not None}
         self.parameters: dict[str, dict[str, Any]] = {}
+        self._ids: set[str] = set()
 
     def parameter(self, name: str, default: str | int | float | bool | None = None, *,
                   description: str | None = None) -> Parameter:  # fmt: skip
@@ -136,7 +148,7 @@ class Workflow:
         inputs: Inputs | None = None,
         env: Mapping[str, Scalar] | None = None,
         parents: Iterable[Action] = (),
-        **common: Any,
+        **common: Unpack[Options],
     ) -> Action:
         """A SHELL action: ``command`` is an argv (never a shell line), run in ``folder``;
         ``env`` becomes its environment variables (``configurationParameters``)."""
@@ -155,7 +167,7 @@ class Workflow:
         input_format: str | None = None,
         output_format: str | None = None,
         parents: Iterable[Action] = (),
-        **common: Any,
+        **common: Unpack[Options],
     ) -> Action:
         """A MAP_REDUCE action: streaming commands (argv lists) or Java class names;
         ``inputs`` are input paths, ``properties`` Hadoop job properties."""
@@ -176,7 +188,7 @@ class Workflow:
         inputs: Inputs | None = None,
         properties: Mapping[str, Scalar] | None = None,
         parents: Iterable[Action] = (),
-        **common: Any,
+        **common: Unpack[Options],
     ) -> Action:
         """A COMMAND_LINE action: the Java ``main_class`` of the jars in ``folder``;
         ``properties`` become ``-Dkey=value`` system properties."""
@@ -194,7 +206,7 @@ class Workflow:
         inputs: Inputs | None = None,
         conf: Mapping[str, Scalar] | None = None,
         parents: Iterable[Action] = (),
-        **common: Any,
+        **common: Unpack[Options],
     ) -> Action:
         """A SPARK action: ``application`` (``job.py``, or ``app.jar`` with ``main_class``)
         in ``folder``; ``conf`` are Spark properties (``--conf k=v``)."""
@@ -202,9 +214,10 @@ class Workflow:
                          mainClassName=main_class, sparkOpts=None if spark_opts is None else list(spark_opts),
                          additionalInput=_pairs(inputs), configurationParameters=_pairs(conf))  # fmt: skip
 
-    def _add(self, name: str, type_: str, parents: Iterable[Action], common: dict[str, Any], **fields: Any) -> Action:
+    def _add(self, name: str, type_: str, parents: Iterable[Action], options: Options, **fields: Any) -> Action:
+        common: dict[str, Any] = dict(options)
         ident = common.pop("id", None)
-        options = {
+        settings = {
             "forceComputation": common.pop("force", None),
             "outputPath": common.pop("output_path", None),
             "retries": common.pop("retries", None),
@@ -214,8 +227,8 @@ class Workflow:
         if common:
             known = "id, force, output_path, retries, timeout, for_each"
             raise TypeError(f"{name!r}: unknown option(s) {', '.join(sorted(common))} (known: {known})")
-        if options["outputPath"] is not None:
-            options["isManaged"] = False  # the output goes where the user says; never reused
+        if settings["outputPath"] is not None:
+            settings["isManaged"] = False  # the output goes where the user says; never reused
         parents = tuple(parents)
         for p in parents:
             if not isinstance(p, Action):
@@ -224,9 +237,10 @@ class Workflow:
                 raise ValueError(f"{name!r}: parent {p.name!r} is an action of another workflow")
         if ident is None:
             ident = len(self.actions) + 1
-            while any(str(a.id) == str(ident) for a in self.actions):
+            while str(ident) in self._ids:
                 ident += 1
-        body = {"type": type_, **{k: _plain(v) for k, v in {**fields, **options}.items() if v is not None}}
+        self._ids.add(str(ident))  # a repeated id given by hand is the language's to report
+        body = {"type": type_, **{k: _plain(v) for k, v in {**fields, **settings}.items() if v is not None}}
         action = Action(self, ident, str(name), body, parents)
         self.actions.append(action)
         return action
