@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import importlib
 import json
 import os
@@ -92,6 +93,13 @@ async def gateway(args: argparse.Namespace) -> AsyncIterator[Client]:
 
 
 def load_workflow(path: str) -> Any:
+    if path.endswith(".py"):  # a workflow written in Python (docs/workflows-in-python.md)
+        from pingo.workflow_file import WorkflowFileError, load
+
+        try:
+            return load(path)
+        except WorkflowFileError as exc:
+            fail(str(exc))
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -114,13 +122,31 @@ def refuse_repeated_keys(path: str, workflow: Any) -> None:
         fail(f"{path}: " + "; ".join(f"{v.loc}: {v.message}" for v in found))
 
 
+def load_with_values(args: argparse.Namespace) -> Any:
+    """The workflow of ``args.file``, with the ``-p NAME=VALUE`` values in its ``parameterValues``
+    (over any the file gives): the server fills them in (docs/planning.md, "Parameters")."""
+    workflow = load_workflow(args.file)
+    given = {}
+    for pair in getattr(args, "param", None) or ():
+        name, eq, value = pair.partition("=")
+        if not eq or not name:
+            fail(f"-p {pair!r}: a parameter is given as NAME=VALUE")
+        given[name] = value
+    if given and isinstance(workflow, dict):
+        known = workflow.get("parameterValues")
+        # A copy of the same kind: a top-level key given twice is still refused.
+        workflow = copy.copy(workflow)
+        workflow["parameterValues"] = {**(known if isinstance(known, dict) else {}), **given}
+    return workflow
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """The workflow language's checks, here: no server, nothing stored. Paths against the
     allowed roots, action folders and executor support are the server's to check
     (``pingo submit --dry-run``)."""
     from shared.workflow_spec import parse_workflow
 
-    spec, violations = parse_workflow(load_workflow(args.file))
+    spec, violations = parse_workflow(load_with_values(args))
     if args.json:
         found = [v.model_dump(exclude_none=True) for v in violations]
         print(json.dumps({"valid": spec is not None, "violations": found}, indent=2))
@@ -149,7 +175,7 @@ async def cmd_dry_run(args: argparse.Namespace, workflow: Any) -> int:
 
 
 async def cmd_submit(args: argparse.Namespace) -> int:
-    workflow = load_workflow(args.file)
+    workflow = load_with_values(args)
     refuse_repeated_keys(args.file, workflow)
     if args.dry_run:
         if args.wait:
@@ -334,6 +360,7 @@ def service_names() -> list[str]:
     return sorted(p.name for p in resources.files(services).iterdir() if p.joinpath("__main__.py").is_file())
 
 
+PARAM_HELP = "a value for one of the workflow's parameters (repeat for each)"
 LOG_LEVEL_HELP = "DEBUG, INFO, WARNING or ERROR (default: PINGO_LOG_LEVEL, else INFO)"
 
 
@@ -369,16 +396,18 @@ def parser() -> argparse.ArgumentParser:
         e = sub.add_parser(name, help=help_, add_help=False, prefix_chars="\0")
         e.add_argument("argv", nargs=argparse.REMAINDER)
         e.set_defaults(run=cmd_elsewhere)
-    c = client_cmd("submit", "submit a workflow JSON file")
+    c = client_cmd("submit", "submit a workflow: a JSON file, or a Python file that builds one")
     c.add_argument("file")
     c.add_argument("--wait", action="store_true", help="show live progress until the workflow ends")
     c.add_argument(
         "--dry-run", action="store_true", help="show what would be computed, reused or skipped, and why; submit nothing"
     )
+    c.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help=PARAM_HELP)
     c.set_defaults(run=cmd_submit)
-    v = sub.add_parser("validate", help="check a workflow JSON file offline: every violation, with where it is")
+    v = sub.add_parser("validate", help="check a workflow (JSON or .py file) offline: every violation, where it is")
     v.add_argument("file")
     v.add_argument("--json", action="store_true", help="print the result as JSON")
+    v.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help=PARAM_HELP)
     v.set_defaults(run=cmd_validate)
     c = client_cmd("status", "a workflow's state, drawn as its DAG")
     c.add_argument("id")

@@ -29,7 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 
 from shared.path_limits import path_problem
 from shared.strict_json import RepeatedKeys
+from shared.workflow_fanout import expand
 from shared.workflow_messages import explain, kind, unknown_field
+from shared.workflow_parameters import fill_in
 
 ActionId = int | str
 
@@ -37,7 +39,7 @@ MAX_DEPTH = 64  # objects and arrays inside each other; MongoDB refuses document
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_TIMEOUT = 30 * 86_400  # seconds: a month; longer is a mistake, not a timeout
 MAX_REPORTED = 100  # document violations listed in one answer: the rest would only repeat them
-WORKFLOW_FIELDS = ("name", "startActionId", "endActionId", "actions", "defaults")
+WORKFLOW_FIELDS = ("name", "startActionId", "endActionId", "actions", "defaults", "parameters", "parameterValues")
 
 
 class ActionType(StrEnum):
@@ -166,6 +168,8 @@ class ActionSpec(TypeFields):
     # Execution settings: how to run it, not what it computes (kept out of definition()).
     retries: RetryPolicy = Field(default_factory=RetryPolicy)
     timeoutSeconds: float | None = None
+    # A definition mapped over these items; expanded before planning (shared/workflow_fanout.py).
+    forEach: list[str] | None = None
 
     def definition(self) -> dict[str, Any]:
         """The fields that define the computation: what equivalence is judged on."""
@@ -271,6 +275,7 @@ class _RawAction(TypeFields):
     outputPath: str | None = None
     retries: RetryCount | RetryPolicy | None = None
     timeoutSeconds: Seconds | None = None
+    forEach: list[str | int | float | bool] | None = None
 
     @field_validator("id", "actionId", mode="before")
     @classmethod
@@ -517,10 +522,15 @@ def parse_workflow(
     if (deep := too_deep(body)) is not None:
         return None, [deep]
     violations = document_violations(body)
+    repeated = repeated_keys(body)  # of the body as written: filling in parameters copies it
+    # Parameters are filled in before anything reads the workflow: hashes are of the filled-in
+    # workflow (docs/planning.md, "Parameters").
+    body, filled = fill_in(body)
+    violations += [_located(body, _join("", path), message) for path, message in filled]
     # An action with a string that cannot be stored or launched is not handed on to the
     # installation checks (paths, executor): they would stumble on it.
     tainted = {int(m.group(1)) for v in violations if (m := _ACTION_LOC.match(v.loc))}
-    violations = [*repeated_keys(body), *violations]
+    violations = [*repeated, *violations]
     if not isinstance(body, dict):
         return None, [*violations, Violation(loc="$", message="a workflow must be a JSON object")]
     # A place the document checks already reject is reported once, by them.
@@ -627,6 +637,7 @@ def parse_workflow(
             )
         )
 
+    actions, positions = expand(actions, positions, start, end, violations, parsed)  # forEach
     violations = [v for j, v in enumerate(violations) if j < documented or v.loc not in placed]
     if violations:
         return None, violations
@@ -820,4 +831,5 @@ def _parse_action(
         outputPath=r.outputPath,
         retries=_policy(r.retries) or _policy(defaults.retries if defaults else None) or RetryPolicy(),
         timeoutSeconds=r.timeoutSeconds if r.timeoutSeconds is not None else (defaults and defaults.timeoutSeconds),
+        forEach=None if r.forEach is None else [_RawParam(value=v).to_param().value for v in r.forEach],
     )

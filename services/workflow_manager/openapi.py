@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
 
 from services.workflow_manager import dry_run, queries, views
 from shared.events import Event, payload_models, payload_narrowing
 from shared.problems import PROBLEM_JSON, Problem
+from shared.workflow_parameters import ParameterDeclaration
 from shared.workflow_spec import ExecutionDefaults, _RawAction
 
 REF = "#/components/schemas/{model}"
@@ -162,6 +163,12 @@ class WorkflowDefinition(BaseModel):
     startActionId: int | str | None = None
     endActionId: int | str | None = None
     defaults: ExecutionDefaults | None = None
+    parameters: dict[str, ParameterDeclaration] | None = Field(
+        None, description="Declared parameters, referenced as {{name}} in string values (docs/planning.md)"
+    )
+    parameterValues: dict[str, str | int | float | bool] | None = Field(
+        None, description="This submission's values, filled in before hashing; a declared default otherwise"
+    )
     actions: list[SubmittedAction]
 
 
