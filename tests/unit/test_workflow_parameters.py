@@ -150,3 +150,14 @@ def test_values_cannot_blow_a_small_body_up() -> None:
     found = violations(body)
     assert found == [("parameterValues", "the parameters' values would add 20000000 characters to the workflow: "
                                          "at most 16777216")]  # fmt: skip
+
+
+def test_a_key_given_twice_is_refused_in_a_workflow_with_parameters() -> None:
+    """Filling in parameters copies the body: the key given twice is still named, where it was."""
+    from shared import strict_json
+
+    text = DAILY.read_text()
+    assert text.lstrip().startswith("{")
+    body = strict_json.loads(text.replace("{", '{"name": "first", ', 1))
+    found = violations(body)
+    assert any(loc == "name" and "more than once" in message for loc, message in found), found
