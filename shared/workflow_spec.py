@@ -31,7 +31,7 @@ from shared.path_limits import path_problem
 from shared.strict_json import RepeatedKeys
 from shared.workflow_fanout import expand
 from shared.workflow_messages import explain, kind, unknown_field
-from shared.workflow_parameters import fill_in
+from shared.workflow_parameters import DECLARATIONS, fill_in
 
 ActionId = int | str
 
@@ -523,6 +523,7 @@ def parse_workflow(
         return None, [deep]
     violations = document_violations(body)
     repeated = repeated_keys(body)  # of the body as written: filling in parameters copies it
+    violations += _secret_references(body)
     # Parameters are filled in before anything reads the workflow: hashes are of the filled-in
     # workflow (docs/planning.md, "Parameters").
     body, filled = fill_in(body)
@@ -662,6 +663,35 @@ def _configuration_problems(conf: list[_RawParam] | dict[str, Any], atype: Actio
             out.append((where, f"a configuration parameter needs a key: it names {what}"))
         elif "=" in key:
             out.append((where, f"a configuration parameter key must not contain '=' (key {_json_text(key)})"))
+    return out
+
+
+def _secret_references(body: Any) -> list[Violation]:
+    """A secret value that refers to a parameter or a fan-out item: the value it would take
+    is kept with the workflow, in clear (``parameterValues``, ``forEach``), so it would not
+    stay secret (docs/planning.md, "Secret values"). Only where the workflow declares
+    parameters or the action fans out: elsewhere ``{{`` is a value's own text."""
+    actions = body.get("actions") if isinstance(body, dict) else None
+    if not isinstance(actions, list):
+        return []
+    out: list[Violation] = []
+    for i, a in enumerate(actions):
+        if not isinstance(a, dict) or (DECLARATIONS not in body and "forEach" not in a):
+            continue
+        field, conf = f"actions[{i}].configurationParameters", a.get("configurationParameters")
+        if isinstance(conf, list):
+            places = [(f"{field}[{j}].value", p.get("value")) for j, p in enumerate(conf)
+                      if isinstance(p, dict) and p.get("secret") is True]  # fmt: skip
+        elif isinstance(conf, dict):
+            places = [(f"{_key_loc(field, k)}.value", v.get("value")) for k, v in conf.items()
+                      if isinstance(v, dict) and v.get("secret") is True]  # fmt: skip
+        else:
+            continue
+        message = (
+            "a secret value cannot use {{...}}: a parameter's value or a fan-out item is kept with the "
+            "workflow in clear; put the secret itself here"
+        )
+        out += [_located(body, loc, message) for loc, value in places if isinstance(value, str) and "{{" in value]
     return out
 
 

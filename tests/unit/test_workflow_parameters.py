@@ -161,3 +161,17 @@ def test_a_key_given_twice_is_refused_in_a_workflow_with_parameters() -> None:
     body = strict_json.loads(text.replace("{", '{"name": "first", ', 1))
     found = violations(body)
     assert any(loc == "name" and "more than once" in message for loc, message in found), found
+
+
+def test_a_secret_value_cannot_take_a_parameters_value() -> None:
+    """Values given for parameters are kept with the workflow in clear: a secret written
+    as a reference would be stored and shown there, so it is refused, naming where."""
+    body = daily(day="2026-11-21")
+    body["parameters"]["token"] = {"default": "s3cret"}
+    conf = [{"key": "API_TOKEN", "value": "{{token}}", "secret": True}]
+    body["actions"][0] = {**body["actions"][0], "configurationParameters": conf}
+    found = violations(body)
+    assert any(loc == "actions[0].configurationParameters[0].value" and "secret" in m for loc, m in found), found
+    # The same value, not a secret: a parameter like any other.
+    conf[0]["secret"] = False
+    assert hashes(body)
