@@ -41,6 +41,7 @@ _JAVA_CLASSES = {
     "EOFException": "java.io.EOFException",
     "StandbyException": "org.apache.hadoop.ipc.StandbyException",
     "SecurityException": "java.lang.SecurityException",
+    "AuthorizationException": "org.apache.hadoop.security.authorize.AuthorizationException",
 }
 # IllegalArgument/UnsupportedOperation -> 400, FileNotFound -> 404, other IOExceptions -> 403.
 _STATUS = {

@@ -38,3 +38,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             misplaced.append(item.nodeid)
     if misplaced:
         raise pytest.UsageError(f"tests outside tests/{{{','.join(KINDS)}}}/: {', '.join(misplaced[:5])}")
+
+
+@pytest.fixture(scope="session")
+def real_hadoop_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """Apache Hadoop's real mini cluster (pingo/minicluster), one for the whole session:
+    started by the first ``real_hadoop`` test, stopped at the end. Java 17 and Maven are
+    required; without them the test fails saying so (it is never skipped)."""
+    from pingo.minicluster import MiniCluster, Unavailable
+    from tests.support.hadoop_targets import GROUPS, PROXY_GROUPS
+
+    cluster = MiniCluster(tmp_path_factory.mktemp("minicluster"), groups=GROUPS, proxy_groups=",".join(PROXY_GROUPS))
+    try:
+        cluster.start()
+    except Unavailable as exc:
+        pytest.fail(f"the real Hadoop mini cluster is unavailable: {exc}")
+    print(f"\nreal Hadoop mini cluster: healthy in {cluster.started_in:.1f} s, {cluster.rss() / 2**20:.0f} MB resident")
+    yield cluster
+    print(f"\nreal Hadoop mini cluster: {cluster.rss() / 2**20:.0f} MB resident at the end")
+    cluster.stop()
