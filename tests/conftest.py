@@ -53,7 +53,16 @@ def real_hadoop_cluster(tmp_path_factory: pytest.TempPathFactory):
         cluster.start()
     except Unavailable as exc:
         pytest.fail(f"the real Hadoop mini cluster is unavailable: {exc}")
-    print(f"\nreal Hadoop mini cluster: healthy in {cluster.started_in:.1f} s, {cluster.rss() / 2**20:.0f} MB resident")
+    REAL_HADOOP["started"] = f"healthy in {cluster.started_in:.1f} s, {cluster.rss() / 2**20:.0f} MB resident"
     yield cluster
-    print(f"\nreal Hadoop mini cluster: {cluster.rss() / 2**20:.0f} MB resident at the end")
+    REAL_HADOOP["ended"] = f"{cluster.rss() / 2**20:.0f} MB resident at the end"
     cluster.stop()
+
+
+# What the session's mini cluster cost, for the summary (the budget in docs/testing.md).
+REAL_HADOOP: dict[str, str] = {}
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if REAL_HADOOP:
+        terminalreporter.write_line(f"real Hadoop mini cluster: {', '.join(REAL_HADOOP.values())}")

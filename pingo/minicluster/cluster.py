@@ -236,6 +236,7 @@ class MiniCluster:
                 if attempt == 2 or not port_taken:
                     raise
         self._prepare_root()
+        self._client_conf()
         self.started_in = time.monotonic() - t0
 
     def _wait_healthy(self, deadline: float) -> None:
@@ -291,6 +292,24 @@ class MiniCluster:
         """Pingo's root, owned by Pingo's HDFS user: the NameNode's root is the superuser's."""
         self.webhdfs("PUT", self.hdfs_root, "MKDIRS")
         self.webhdfs("PUT", self.hdfs_root, "SETOWNER", owner=self.hdfs_user)
+
+    def _client_conf(self) -> None:
+        """The written configuration as every site file a Hadoop client reads: a client
+        loads yarn-default.xml and mapred-default.xml after core-site.xml, so the
+        ResourceManager's address and ``mapreduce.framework.name=yarn`` in core-site.xml
+        alone would be overridden by the defaults (0.0.0.0:8032, local)."""
+        written = (self.conf_dir / "core-site.xml").read_text()
+        for name in ("hdfs-site.xml", "yarn-site.xml", "mapred-site.xml"):
+            (self.conf_dir / name).write_text(written)
+
+    def client_argv(self, main_class: str, *args: str, heap: str = "512m") -> list[str]:
+        """A Hadoop client JVM on this cluster (``hadoop jar`` without the scripts): its
+        configuration first on the class path, then the cluster's jars. Run it with
+        ``HADOOP_USER_NAME`` set to the user it acts as."""
+        classpath = [str(self.conf_dir), *resolve_classpath(progress=False)]
+        java = str(java_home() / "bin" / "java")
+        return [java, *JPMS_OPTS, f"-Xmx{heap}", "-XX:TieredStopAtLevel=1", "-cp", os.pathsep.join(classpath),
+                main_class, *args]  # fmt: skip
 
     def rss(self) -> int:
         """The cluster JVM's resident memory in bytes (0 once it is gone)."""
