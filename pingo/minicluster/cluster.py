@@ -6,6 +6,8 @@ mini cluster", says why each setting is there."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import getpass
 import json
 import os
@@ -36,6 +38,7 @@ JPMS_OPTS = ["-XX:+IgnoreUnrecognizedVMOptions"] + [
 # connections never take one between the check and the cluster's bind.
 PORT_LOW = 20000
 HEALTH_POLL = 0.5
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # What MiniYARNCluster logs once every NodeManager has registered with the ResourceManager.
 NODES_UP = "All Node Managers connected in MiniYARNCluster"
 
@@ -225,7 +228,7 @@ class MiniCluster:
             # Its own session: stop() ends the JVM and whatever it started, nothing else.
             self.process = subprocess.Popen(self.argv(classpath), cwd=self.work / "run", env=env, stdout=log,
                                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)  # fmt: skip
+                                            start_new_session=True, preexec_fn=_die_with_parent)  # fmt: skip
             log.close()
             try:
                 self._wait_healthy(t0 + timeout)
@@ -340,6 +343,14 @@ class MiniCluster:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=grace)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: Linux sends it SIGTERM when the process that started it
+    ends, however it ends (a killed test run, a closed terminal), so no cluster outlives
+    its owner holding ports and memory."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _listening(port: int) -> bool:
