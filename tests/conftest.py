@@ -38,6 +38,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             misplaced.append(item.nodeid)
     if misplaced:
         raise pytest.UsageError(f"tests outside tests/{{{','.join(KINDS)}}}/: {', '.join(misplaced[:5])}")
+    # The real mini cluster's tests last, in their order: the one cluster of the session then
+    # starts after every other test and is stopped right after them, instead of taking
+    # memory and heartbeats through the rest of the suite.
+    real = [item for item in items if item.get_closest_marker("real_hadoop")]
+    if real:
+        items[:] = [item for item in items if not item.get_closest_marker("real_hadoop")] + real
 
 
 @pytest.fixture(scope="session")
