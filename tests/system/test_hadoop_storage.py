@@ -162,6 +162,12 @@ async def test_checksums_and_a_dataset_changed_or_deleted_behind_pingos_back(
         "algorithm": "MD5-of-0MD5-of-0CRC32", "length": 28,
         "bytes": "00000000" + "0" * 16 + "70bc8f4b72a86921468bf8e8441dce51" + "00000000",
     }  # fmt: skip
+    # A file of several blocks (1 MB blocks here): the CRCs of a full block in the name.
+    big = f"{storage.root}/datasets/big"
+    status, _ = await hdfs.op("PUT", big, PINGO, data=bytes(range(256)) * 12288, op="CREATE", blocksize="1048576")
+    assert status == 201
+    assert (await fs.status(big))["blockSize"] == 1048576
+    assert (await fs.checksum(big))["algorithm"] == "MD5-of-2048MD5-of-512CRC32C"
     for level in ("exists", "size", "checksum"):
         assert (await verify(storage, docs["same-1"], level)).ok
     # An administrator rewrites a file with other bytes of the same length: only the checksum sees it.
