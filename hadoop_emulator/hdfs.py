@@ -41,6 +41,7 @@ _JAVA_CLASSES = {
     "EOFException": "java.io.EOFException",
     "StandbyException": "org.apache.hadoop.ipc.StandbyException",
     "SecurityException": "java.lang.SecurityException",
+    "AuthorizationException": "org.apache.hadoop.security.authorize.AuthorizationException",
 }
 # IllegalArgument/UnsupportedOperation -> 400, FileNotFound -> 404, other IOExceptions -> 403.
 _STATUS = {
@@ -254,7 +255,10 @@ class Namespace:
 
     def checksum(self, path_or_uri: str) -> dict[str, Any]:
         """A stable digest of the content in the shape of HDFS's MD5-of-MD5-of-CRC checksum:
-        28 bytes = bytesPerCRC (4), crcPerBlock (8), then an MD5 of the content (16).
+        bytesPerCRC (4), crcPerBlock (8), then an MD5 of the content (16), then 4 zero bytes:
+        Apache Hadoop 3.4's NameNode sends those 32 bytes in ``bytes`` while ``length`` says
+        28 (docs/hadoop-protocol.md, "Emulator and real cluster"). The MD5 is of the bytes,
+        not of their CRCs as HDFS's is: equal content, equal checksum, on either.
 
         As HDFS: crcPerBlock is 0 for a file of one block, and the CRCs in a full block for
         a longer one; an empty file has no block and gets HDFS's fixed answer (CRC32, 0 bytes
@@ -264,7 +268,7 @@ class Namespace:
             return {
                 "FileChecksum": {
                     "algorithm": "MD5-of-0MD5-of-0CRC32",
-                    "bytes": f"{0:08x}{0:016x}{hashlib.md5(bytes(32)).hexdigest()}",
+                    "bytes": f"{0:08x}{0:016x}{hashlib.md5(bytes(32)).hexdigest()}{0:08x}",
                     "length": 28,
                 }
             }
@@ -277,7 +281,7 @@ class Namespace:
         return {
             "FileChecksum": {
                 "algorithm": f"MD5-of-{crc_per_block}MD5-of-{BYTES_PER_CRC}CRC32C",
-                "bytes": f"{BYTES_PER_CRC:08x}{crc_per_block:016x}{digest.hexdigest()}",
+                "bytes": f"{BYTES_PER_CRC:08x}{crc_per_block:016x}{digest.hexdigest()}{0:08x}",
                 "length": 28,
             }
         }

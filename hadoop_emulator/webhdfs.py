@@ -195,7 +195,8 @@ class WebHdfs:
     def _user(self, request: web.Request) -> str:
         """Who the request acts as: ``doas`` if the caller (``user.name``) may act for that
         user (core-site's hadoop.proxyuser settings, here ``proxy_users``; the hosts list is
-        not checked), else a 403 ``SecurityException`` as the NameNode's user provider answers."""
+        not checked), else a 403 ``AuthorizationException``, as Apache Hadoop 3.4's NameNode
+        answers (docs/hadoop-protocol.md, "Emulator and real cluster")."""
         caller = request.query.get("user.name") or DEFAULT_USER
         do_as = request.query.get("doas")
         if not do_as or do_as == caller:
@@ -203,11 +204,7 @@ class WebHdfs:
         faults = self._faults()
         groups = faults.proxy_users.get(caller)
         if groups is None or ("*" not in groups and not set(groups) & set(faults.user_groups.get(do_as, []))):
-            raise HdfsError(
-                "SecurityException",
-                "Failed to obtain user group information: org.apache.hadoop.security.authorize."
-                f"AuthorizationException: User: {caller} is not allowed to impersonate {do_as}",
-            )
+            raise HdfsError("AuthorizationException", f"User: {caller} is not allowed to impersonate {do_as}")
         return do_as
 
     @staticmethod

@@ -48,6 +48,11 @@ ELSEWHERE = {
         "main",
         "run an emulated Oozie + WebHDFS (NameNode, DataNode) over a local dir",
     ),
+    "hadoop-minicluster": (
+        "pingo.minicluster.cli",
+        "main",
+        "run Apache Hadoop's real mini cluster (HDFS with WebHDFS, YARN) and print Pingo's settings for it",
+    ),
     "evaluate": (
         "evaluation.cli",
         "main_evaluate",

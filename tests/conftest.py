@@ -38,3 +38,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             misplaced.append(item.nodeid)
     if misplaced:
         raise pytest.UsageError(f"tests outside tests/{{{','.join(KINDS)}}}/: {', '.join(misplaced[:5])}")
+    # The real mini cluster's tests last, in their order: the one cluster of the session then
+    # starts after every other test and is stopped right after them, instead of taking
+    # memory and heartbeats through the rest of the suite.
+    real = [item for item in items if item.get_closest_marker("real_hadoop")]
+    if real:
+        items[:] = [item for item in items if not item.get_closest_marker("real_hadoop")] + real
+
+
+@pytest.fixture(scope="session")
+def real_hadoop_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """Apache Hadoop's real mini cluster (pingo/minicluster), one for the whole session:
+    started by the first ``real_hadoop`` test, stopped at the end. Java 17 and Maven are
+    required; without them the test fails saying so (it is never skipped)."""
+    from pingo.minicluster import MiniCluster, Unavailable
+    from tests.support.hadoop_targets import GROUPS, PROXY_GROUPS
+
+    cluster = MiniCluster(tmp_path_factory.mktemp("minicluster"), groups=GROUPS, proxy_groups=",".join(PROXY_GROUPS))
+    try:
+        cluster.start()
+    except Unavailable as exc:
+        pytest.fail(f"the real Hadoop mini cluster is unavailable: {exc}")
+    REAL_HADOOP["started"] = f"healthy in {cluster.started_in:.1f} s, {cluster.rss() / 2**20:.0f} MB resident"
+    yield cluster
+    REAL_HADOOP["ended"] = f"{cluster.rss() / 2**20:.0f} MB resident at the end"
+    cluster.stop()
+
+
+# What the session's mini cluster cost, for the summary (the budget in docs/testing.md).
+REAL_HADOOP: dict[str, str] = {}
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if REAL_HADOOP:
+        terminalreporter.write_line(f"real Hadoop mini cluster: {', '.join(REAL_HADOOP.values())}")

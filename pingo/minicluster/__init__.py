@@ -1,0 +1,11 @@
+"""Apache Hadoop's own mini cluster, for trying Pingo on real HDFS and YARN and for the
+``real_hadoop`` tests (docs/hadoop-protocol.md, "The real mini cluster").
+
+``pom.xml`` pins the jars; :mod:`.classpath` resolves them once into ``~/.m2`` with Maven;
+:mod:`.cluster` starts ``MiniHadoopClusterManager`` on private ports and waits until it is
+healthy; :mod:`.cli` is ``pingo hadoop-minicluster``."""
+
+from pingo.minicluster.classpath import HADOOP_VERSION, Unavailable, resolve_classpath
+from pingo.minicluster.cluster import MiniCluster
+
+__all__ = ["HADOOP_VERSION", "MiniCluster", "Unavailable", "resolve_classpath"]
