@@ -171,6 +171,46 @@ async def test_a_planner_that_follows_a_producer_as_its_plan_is_written_does_not
     assert action(second, 2)["reason"] == "in_flight" and action(second, 2)["follows"] == f"{first[0]}.2"
 
 
+async def test_an_attempt_taken_back_from_a_submitter_slower_than_its_lease_never_starts_its_job(
+    system: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The poller takes back an attempt whose job is not recorded ``PINGO_STALE_AFTER``
+    after its submission, as if its submitter had died (docs/state-machines.md, "Action").
+    A submitter that was only slow (a loaded machine) must not start that attempt's job
+    after the next attempt's: two live attempts compute the dataset twice."""
+    executor = system.ctx.executor
+    submit = type(executor).submit
+    late: dict[str, Any] = {}
+
+    async def slow(self: Any, job: Any) -> str:
+        if job.name != "slow-one" or late:
+            return await submit(self, job)
+        late["external_id"] = job.external_id
+        deadline = time.time() + 60
+        # Held until the poller took this attempt back and the next one was claimed.
+        while (await acts.get(system.ctx.store, job.action_id, {"attempt": 1}))["attempt"] < 2:
+            assert time.time() < deadline, "the attempt was never taken back from its slow submitter"
+            await asyncio.sleep(0.05)
+        try:
+            late["job"] = await submit(self, job)
+        finally:
+            late["done"] = True
+        return late["job"]
+
+    monkeypatch.setattr(type(executor), "submit", slow)
+    log = tmp_path / "exec.log"
+    wf = await system.run({"name": "slow", "actions": [logged(log, "slow-one")]})
+    assert wf["state"] == "SUCCEEDED"
+    assert [a["outcome"] for a in action(wf, 1)["attemptLog"]] == ["lost", "succeeded"]
+    deadline = time.time() + 30
+    while not late.get("done"):
+        assert time.time() < deadline, "the slow submitter never came back"
+        await asyncio.sleep(0.05)
+    assert "job" not in late  # its submit was refused: no job of the attempt taken back
+    assert await executor.find(late["external_id"]) is None
+    assert runs(log, "slow-one") == 1
+
+
 async def test_a_workflow_submitted_while_the_shared_action_runs_follows_it(system: Api, tmp_path: Path) -> None:
     log = tmp_path / "exec.log"
     first = await system.submit(sweep_member(log, "late", 0, root_seconds=2.0))
