@@ -19,7 +19,7 @@ from typing import Any
 
 from shared import logs
 from shared.events import Event, EventType
-from shared.executors.base import JobRequest
+from shared.executors.base import JobFenced, JobRequest
 from shared.lifecycle import attempts
 from shared.lifecycle.replanning import CannotReplan
 from shared.metrics import QUEUE_DEPTH, READY_TO_SUBMIT, SUBMIT_ERRORS
@@ -305,6 +305,11 @@ class ActionManager:
                     spark_opts=definition.get("sparkOpts") or [],
                 )
             )
+        except JobFenced as exc:
+            # This submitter was slower than its lease: the poller took the attempt back
+            # (the next one is its own), and no job of this one was started.
+            log.warning("%s: %s", res["_id"], exc)
+            return
         except Exception as exc:
             await self.submit_failed(res, external_id, exc)
             return

@@ -191,10 +191,13 @@ class CallbackService:
                         log.exception("checking %s for its timeout failed; will retry", a["_id"])
 
     async def recover_unrecorded(self, action: ActionDoc) -> None:
-        """SUBMITTED with no job id: its submitter died between submitting and recording."""
+        """SUBMITTED with no job id: its submitter died between submitting and recording.
+        Or it is only slow (a loaded machine): the external id is fenced before the
+        attempt is taken back, so its job cannot start after the next attempt's does: two
+        live attempts would compute the dataset twice (docs/state-machines.md, "Action")."""
         if time.time() - float(action.get("submitted_at", 0)) < self.settings.stale_after:
             return
-        job_id = await self.ctx.executor.find(action["external_id"])
+        job_id = await self.ctx.executor.fence(action["external_id"])
         if job_id is not None:
             await acts.record_job(
                 self.ctx.store, action["_id"], action["external_id"], job_id, action.get("timeout_seconds")

@@ -189,12 +189,17 @@ class StoreGate:
         )
         if doc is None or not ds._lineage_matches(doc, lineage):
             return None
+        me = self.action_id(aid)
         for producer in doc.get("producers", []):
-            if await acts.add_follower(self.ctx.store, producer, self.action_id(aid)):
+            if await acts.add_follower(self.ctx.store, producer, me):
                 return producer
             if await acts.being_planned(self.ctx.store, producer):
                 # A concurrent planner's action, not written yet: its end finds this
                 # follower by ``follows`` (and the repair sweep, if it never is written).
+                return producer
+            # Or its planner wrote it (and left PLANNING) since it refused us: asked again,
+            # it is refused only if it has ended. Before, this computed the dataset a second time.
+            if await acts.add_follower(self.ctx.store, producer, me):
                 return producer
         return None
 

@@ -69,6 +69,11 @@ class LogsGone(Exception):
     """The job's logs were removed (job retention, or the cluster purged the job)."""
 
 
+class JobFenced(Exception):
+    """The attempt's external id was fenced (``Executor.fence``): its submitter was judged
+    lost and the attempt taken back, so no job of it may start."""
+
+
 class Executor(Protocol):
     name: str
     supports: frozenset[ActionType]
@@ -82,6 +87,14 @@ class Executor(Protocol):
         """Start the job and return its id. Submitting an external id again returns the same job."""
 
     async def find(self, external_id: str) -> str | None: ...
+
+    async def fence(self, external_id: str) -> str | None:
+        """Before an attempt whose submitter seems lost is taken back: the id of its job if
+        one exists (to be recorded instead), else None, and from then on no job of
+        ``external_id`` starts (a submit of it raises ``JobFenced``). A submitter that was
+        only slow must not start a second live attempt of the action (docs/state-machines.md,
+        "Action")."""
+        ...
 
     async def status(self, job_id: str) -> JobStatus: ...
 

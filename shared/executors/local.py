@@ -28,7 +28,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 from shared.executors import local_runner
-from shared.executors.base import FOLLOW_INTERVAL, LOG_CHUNK, JobRequest, JobState, JobStatus, LogsGone, LogStream
+from shared.executors.base import (
+    FOLLOW_INTERVAL,
+    LOG_CHUNK,
+    JobFenced,
+    JobRequest,
+    JobState,
+    JobStatus,
+    LogsGone,
+    LogStream,
+)
 from shared.executors.log_tail import LineTail
 from shared.executors.sandbox import Sandbox
 from shared.hadoop.mapreduce import job_properties
@@ -306,7 +315,9 @@ class LocalExecutor:
         job_id = job_name(job.external_id)
         job_dir = self.jobs_dir / job_id
         if not await asyncio.to_thread(self._write_request, job, job_dir):
-            return job_id  # submitted before (a retried submit): the same job
+            if await asyncio.to_thread(job_dir.is_dir):
+                return job_id  # submitted before (a retried submit): the same job
+            raise JobFenced(f"{job.external_id} was taken back from its submitter (judged lost): no job is started")
         secrets = self._secrets(job)
         if await self._hand_to_runner(job_id, job.notify_url, secrets):
             return job_id
@@ -385,6 +396,23 @@ class LocalExecutor:
 
     async def find(self, external_id: str) -> str | None:
         return await asyncio.to_thread(self._find, external_id)
+
+    async def fence(self, external_id: str) -> str | None:
+        return await asyncio.to_thread(self._fence, external_id)
+
+    def _fence(self, external_id: str) -> str | None:
+        """A job is its folder, made by one exclusive ``mkdir``: a plain file made in its
+        place, as exclusively, is the fence. Whichever is made first wins, so a submitter
+        stalled past its lease either made its job (found here, and recorded) or finds
+        the fence and starts nothing."""
+        if (found := self._find(external_id)) is not None:
+            return found
+        path = self.jobs_dir / job_name(external_id)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            return path.name if path.is_dir() else None  # its job was made just now; or fenced before
+        return None
 
     def _find(self, external_id: str) -> str | None:
         job_id = job_name(external_id)
@@ -485,8 +513,13 @@ class LocalExecutor:
     def _prune(self, ended_before: float, keep: set[str]) -> int:
         removed = 0
         for job_dir in self.jobs_dir.iterdir():
-            if job_dir.name.startswith(".") or job_dir.name in keep or not job_dir.is_dir():
+            if job_dir.name.startswith(".") or job_dir.name in keep:
                 continue  # the runner's slots and socket folders, and jobs of live attempts
+            if not job_dir.is_dir():  # a fence (``_fence``): kept as long as a job would be
+                if (fenced_at := _mtime(job_dir)) is not None and fenced_at < ended_before:
+                    job_dir.unlink(missing_ok=True)
+                    removed += 1
+                continue
             status = self._status(job_dir.name)
             if status.state in (JobState.PREP, JobState.RUNNING, JobState.UNKNOWN):
                 continue  # waiting or running: never pruned

@@ -210,6 +210,11 @@ class OozieExecutor:
     async def find(self, external_id: str) -> str | None:
         return await self.oozie.find(external_id)
 
+    async def fence(self, external_id: str) -> str | None:
+        # Oozie cannot reserve an external id: a submitter stalled past its lease may still
+        # start its job after this, and is then left to stop it when it cannot record it.
+        return await self.oozie.find(external_id)
+
     async def status(self, job_id: str) -> JobStatus:
         try:
             status = await self.oozie.status(job_id)

@@ -234,8 +234,10 @@ class Following:
             producer = await acts.get(self.store, pid)
             if producer is None:
                 # Its workflow's planning was undone, or is still going on: once it is gone
-                # for good, each follower computes for itself.
-                if not await acts.being_planned(self.store, pid):
+                # for good, each follower computes for itself. (Not planned any more may
+                # also mean written just now: it is read again.)
+                planned = await acts.being_planned(self.store, pid)
+                if not planned and await acts.get(self.store, pid, {"_id": 1}) is None:
                     for f in await acts.following(self.store, pid):
                         await self.take_over(f, {"_id": pid, "state": A.KILLED}, "gone", job_alive=False)
             elif producer["state"] in ACTION_TERMINAL:

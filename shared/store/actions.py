@@ -311,11 +311,17 @@ async def flag_kill(store: Store, workflow_id: str, now: float, action_id: str |
 
 async def being_planned(store: Store, action_id: str) -> bool:
     """Not written yet, its workflow still PLANNING: its planner writes it soon (or the
-    planning is undone). Action ids are ``<workflow id>.<local id>``; workflow ids hold no dot."""
-    if await store.actions.find_one({"_id": action_id}, {"_id": 1}) is not None:
-        return False
+    planning is undone). Action ids are ``<workflow id>.<local id>``; workflow ids hold no dot.
+
+    The workflow is read first: a planner writes its actions before its workflow leaves
+    PLANNING, so an action absent after its workflow was seen PLANNING was not written
+    then. (Read the other way round, a plan written between the two reads looked like
+    neither: not written, and no longer planned.) False does not mean the action does not
+    exist: it may have been written since the caller last looked."""
     wf = await workflows.get(store, action_id.split(".", 1)[0], {"state": 1})
-    return wf is not None and wf["state"] == WorkflowState.PLANNING
+    if wf is None or wf["state"] != WorkflowState.PLANNING:
+        return False
+    return await store.actions.find_one({"_id": action_id}, {"_id": 1}) is None
 
 
 async def add_follower(store: Store, producer_id: str, follower_id: str) -> bool:

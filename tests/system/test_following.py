@@ -18,6 +18,7 @@ import pytest
 
 from shared.store import actions as acts
 from shared.store import datasets as ds
+from shared.store import workflows as wfs
 from tests.support.following import action, failed_runs, kill, logging_conf, producer_and_followers, running, runs
 from tests.support.following import sweep_member as shared_sweep_member
 from tests.support.system import Api
@@ -95,6 +96,119 @@ async def test_planners_slower_than_the_computation_they_raced_reuse_what_it_sto
     assert all(runs(log, f"late-train-{i}") == 1 for i in range(4))
     shared = sorted((action(w, 1)["state"], action(w, 2)["state"], action(w, 2)["reason"]) for w in done)
     assert shared == [("FINISHED", "FINISHED", "not_stored")] + [("SKIPPED", "REUSED", "stored")] * 3
+
+
+async def test_a_planner_that_follows_a_producer_as_its_plan_is_written_does_not_compute_it_again(
+    system: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two planners read the store before either wrote; the first creates the shared
+    # datasets, so the second follows its middle. The first has not written its actions
+    # yet when the second tries to register (refused: no such action), and writes them and
+    # moves its workflow to RUNNING while the second asks whether it is still being planned
+    # (its store reads slowed, as on a loaded machine). The second must still follow it:
+    # before, it found the action not written and the workflow no longer planning, and
+    # became a second producer of the middle (its root, which followed, ran once).
+    get_many, create_many, insert_many = ds.get_many, ds.create_many, acts.insert_many
+    get_workflow, add_follower = wfs.get, acts.add_follower
+    read, all_read, created = 0, asyncio.Event(), asyncio.Event()
+    first: list[str] = []  # the workflow whose planner created the datasets
+    refused, running_now = asyncio.Event(), asyncio.Event()
+
+    async def together(store: Any, hashes: list[str], *fields: Any) -> dict:
+        nonlocal read
+        found = await get_many(store, hashes, *fields)
+        if fields:
+            return found  # not a planner's batch read
+        read += 1
+        if read == 2:
+            all_read.set()
+        if read <= 2:
+            await asyncio.wait_for(all_read.wait(), 60)
+        return found
+
+    async def in_turn(store: Any, docs: list[dict]) -> set[str]:
+        if not first:
+            first.append(docs[0]["producers"][0].split(".", 1)[0])
+            existed = await create_many(store, docs)
+            created.set()
+            return existed
+        await asyncio.wait_for(created.wait(), 60)
+        return await create_many(store, docs)
+
+    async def registering(store: Any, producer_id: str, follower_id: str) -> bool:
+        ok = await add_follower(store, producer_id, follower_id)
+        if first and producer_id == f"{first[0]}.2" and not ok:
+            refused.set()
+        return ok
+
+    async def held_insert(store: Any, docs: list[dict]) -> None:
+        if first and docs[0]["workflow_id"] == first[0]:
+            await asyncio.wait_for(refused.wait(), 60)  # the second planner was refused first
+        await insert_many(store, docs)
+
+    async def slow_read(store: Any, workflow_id: str, fields: dict | None = None) -> dict | None:
+        if first and workflow_id == first[0] and refused.is_set() and not running_now.is_set():
+            deadline = time.time() + 60
+            while (await get_workflow(store, workflow_id, {"state": 1}) or {}).get("state") == "PLANNING":
+                assert time.time() < deadline, "the first workflow's plan was never written"
+                await asyncio.sleep(0.02)
+            running_now.set()
+        return await get_workflow(store, workflow_id, fields)
+
+    monkeypatch.setattr(ds, "get_many", together)
+    monkeypatch.setattr(ds, "create_many", in_turn)
+    monkeypatch.setattr(acts, "add_follower", registering)
+    monkeypatch.setattr(acts, "insert_many", held_insert)
+    monkeypatch.setattr(wfs, "get", slow_read)
+    log = tmp_path / "exec.log"
+    plans = await asyncio.gather(*(system.submit(sweep_member(log, "written", i)) for i in range(2)))
+    assert refused.is_set() and running_now.is_set()  # the interleaving happened
+    done = await asyncio.gather(*(system.wait(p["id"]) for p in plans))
+    assert [w["state"] for w in done] == ["SUCCEEDED"] * 2
+    assert runs(log, "written-ingest") == 1 and runs(log, "written-features") == 1
+    second = next(w for w in done if w["id"] != first[0])
+    assert (action(second, 1)["state"], action(second, 2)["state"]) == ("SKIPPED", "REUSED")
+    assert action(second, 2)["reason"] == "in_flight" and action(second, 2)["follows"] == f"{first[0]}.2"
+
+
+async def test_an_attempt_taken_back_from_a_submitter_slower_than_its_lease_never_starts_its_job(
+    system: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The poller takes back an attempt whose job is not recorded ``PINGO_STALE_AFTER``
+    after its submission, as if its submitter had died (docs/state-machines.md, "Action").
+    A submitter that was only slow (a loaded machine) must not start that attempt's job
+    after the next attempt's: two live attempts compute the dataset twice."""
+    executor = system.ctx.executor
+    submit = type(executor).submit
+    late: dict[str, Any] = {}
+
+    async def slow(self: Any, job: Any) -> str:
+        if job.name != "slow-one" or late:
+            return await submit(self, job)
+        late["external_id"] = job.external_id
+        deadline = time.time() + 60
+        # Held until the poller took this attempt back and the next one was claimed.
+        while (await acts.get(system.ctx.store, job.action_id, {"attempt": 1}))["attempt"] < 2:
+            assert time.time() < deadline, "the attempt was never taken back from its slow submitter"
+            await asyncio.sleep(0.05)
+        try:
+            late["job"] = await submit(self, job)
+        finally:
+            late["done"] = True
+        return late["job"]
+
+    monkeypatch.setattr(type(executor), "submit", slow)
+    log = tmp_path / "exec.log"
+    wf = await system.run({"name": "slow", "actions": [logged(log, "slow-one")]})
+    assert wf["state"] == "SUCCEEDED"
+    assert [a["outcome"] for a in action(wf, 1)["attemptLog"]] == ["lost", "succeeded"]
+    deadline = time.time() + 30
+    while not late.get("done"):
+        assert time.time() < deadline, "the slow submitter never came back"
+        await asyncio.sleep(0.05)
+    assert "job" not in late  # its submit was refused: no job of the attempt taken back
+    assert await executor.find(late["external_id"]) is None
+    assert runs(log, "slow-one") == 1
 
 
 async def test_a_workflow_submitted_while_the_shared_action_runs_follows_it(system: Api, tmp_path: Path) -> None:

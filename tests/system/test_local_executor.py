@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from shared.executors.base import JobRequest
+from shared.workflow_spec import ActionType
 from tests.support.system import Api, make_settings
 from tests.support.workflows import JOBS, ROOT, shell_action
 
@@ -272,6 +275,36 @@ async def test_look_alike_external_ids_get_their_own_jobs(tmp_path: Path) -> Non
     (legacy / "request.json").write_text('{"external_id": "wf-s.x#1#1"}')
     assert await executor.find("wf-s.x#1#1") == "wf-s.x_1_1"
     assert await executor.find("wf-s.x_1#1") is None
+
+
+async def test_a_fenced_external_id_never_gets_a_job_and_a_job_made_first_is_found(tmp_path: Path) -> None:
+    """``fence``: the poller's step before taking back an attempt whose submitter seems lost
+    (docs/state-machines.md, "Action"). Whichever comes first wins: the fence (a late
+    submit is refused, nothing runs) or the job (the fence finds it, to record it)."""
+    from shared.executors.base import JobFenced, JobState
+    from shared.executors.local import LocalExecutor, job_name
+
+    executor = LocalExecutor(tmp_path / "jobs")
+    job = JobRequest(
+        action_id="wf-f.1", external_id="wf-f.1#1", type=ActionType.SHELL, name="fenced", action_folder=None,
+        main_class=None, command=["python3", "-c", "open('ran', 'w')"], arguments=[], configuration={},
+        notify_url="http://127.0.0.1:9/x",
+    )  # fmt: skip
+    assert await executor.fence("wf-f.1#1") is None
+    assert await executor.fence("wf-f.1#1") is None  # fenced twice (a second poller): the same answer
+    with pytest.raises(JobFenced):
+        await executor.submit(job)
+    assert await executor.find("wf-f.1#1") is None
+    assert (await executor.status(job_name("wf-f.1#1"))).state == JobState.UNKNOWN
+    # A job made before the fence is the attempt's: found, and recorded by the poller.
+    made = tmp_path / "jobs" / job_name("wf-f.2#1")
+    made.mkdir()
+    assert await executor.fence("wf-f.2#1") == job_name("wf-f.2#1")
+    # A fence is kept as long as a job's folder would be (job retention), then removed.
+    assert await executor.prune(time.time() - 3600, set()) == 0
+    assert await executor.prune(time.time() + 1, set()) == 1
+    assert not (tmp_path / "jobs" / job_name("wf-f.1#1")).exists()
+    await executor.close()
 
 
 async def test_actions_whose_ids_look_alike_both_run(system: Api) -> None:
