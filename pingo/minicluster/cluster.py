@@ -11,7 +11,6 @@ import ctypes
 import getpass
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -25,6 +24,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from pingo.minicluster.classpath import Unavailable, java_home, resolve_classpath
+from pingo.ports import free_ports
 
 MAIN_CLASS = "org.apache.hadoop.mapreduce.MiniHadoopClusterManager"
 # The module openings Hadoop's own launch scripts give Java 17 (hadoop-functions.sh,
@@ -34,36 +34,10 @@ JPMS_OPTS = ["-XX:+IgnoreUnrecognizedVMOptions"] + [
     for package in ("java.io", "java.lang", "java.lang.reflect", "java.math", "java.net", "java.text", "java.util",
                     "java.util.concurrent", "java.util.zip", "sun.security.util", "sun.security.x509")
 ]  # fmt: skip
-# A free port is picked by binding it: below the kernel's ephemeral range, where outgoing
-# connections never take one between the check and the cluster's bind.
-PORT_LOW = 20000
 HEALTH_POLL = 0.5
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # What MiniYARNCluster logs once every NodeManager has registered with the ResourceManager.
 NODES_UP = "All Node Managers connected in MiniYARNCluster"
-
-
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def free_ports(count: int) -> list[int]:
-    picked: list[int] = []
-    high = max(PORT_LOW + 1000, _ephemeral_low())
-    while len(picked) < count:
-        port = random.randrange(PORT_LOW, high)
-        if port in picked:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        picked.append(port)
-    return picked
 
 
 @dataclass
