@@ -29,6 +29,7 @@ from pingo.display import (
     watch,
     workflows_table,
 )
+from pingo.suggesting_parser import SuggestingParser, mark_subcommands
 from pingo.terminal_text import escape_controls
 from pingo.users import add_parser as users_commands
 
@@ -76,6 +77,9 @@ def api_error(exc: ApiError) -> NoReturn:
     if exc.status == 401:
         rest.append("  (set PINGO_TOKEN to your token, or put it in ~/.config/pingo/token; an admin makes one with "
                     "pingo users add NAME)")  # fmt: skip
+    if exc.status == 0 and first.startswith("cannot reach"):
+        rest.append("  (is Pingo running? Start one here with `pingo dev`, or point the CLI at yours with "
+                    "PINGO_URL or --url)")  # fmt: skip
     # The server's words may quote a submitted name: shown, never obeyed by the terminal.
     print(*(escape_controls(line, keep="\n") for line in [f"pingo: {first}", *rest]), sep="\n", file=sys.stderr)
     raise SystemExit(1)
@@ -370,7 +374,7 @@ LOG_LEVEL_HELP = "DEBUG, INFO, WARNING or ERROR (default: PINGO_LOG_LEVEL, else 
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="pingo", description=__doc__)
+    p = SuggestingParser(prog="pingo", description=__doc__)
     p.add_argument("--version", action="version", version=f"pingo {installed_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -449,6 +453,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--url", help=URL_HELP)
     c.set_defaults(run=cmd_logs)
     users_commands(sub)
+    mark_subcommands(p)
     return p
 
 

@@ -268,3 +268,32 @@ def test_list_and_status_show_a_hostile_name_escaped_on_a_terminal(dev, tmp_path
         drawn = on_a_terminal([*PINGO, *argv], env)
         assert "\x1b[2J" not in drawn, argv
         assert "\\x1b[2J evil [bold]x[/bold]" in re.sub(r"\x1b\[[0-9;]*m", "", drawn), (argv, drawn)
+
+
+def run_pingo(*args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PINGO_")}
+    return subprocess.run([*PINGO, *args], cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["sumbit", "wf.json"], "did you mean 'submit'?"),
+        (["submit", "wf.json", "--wiat"], "did you mean --wait?"),
+        (["submit", "--dry-rnu", "wf.json"], "did you mean --dry-run?"),
+        (["logs", "3", "--stream", "stdrr"], "did you mean 'stderr'?"),
+        (["users", "ad", "ann"], "did you mean 'add'?"),
+    ],
+)
+def test_a_mistyped_subcommand_or_option_is_answered_with_the_closest_one(argv: list[str], hint: str) -> None:
+    done = run_pingo(*argv)
+    assert done.returncode == 2
+    assert hint in done.stderr, done.stderr
+
+
+def test_cannot_reach_names_the_url_tried_and_how_to_start_pingo() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    done = run_pingo("list", PINGO_URL=url)
+    assert done.returncode == 1
+    assert f"cannot reach Pingo at {url}" in done.stderr
+    assert "pingo dev" in done.stderr and "PINGO_URL" in done.stderr, done.stderr
