@@ -426,7 +426,7 @@ def parser() -> argparse.ArgumentParser:
     c.set_defaults(run=cmd_kill)
     c = client_cmd("list", "workflows, newest first: outcome counts, submitted, how long they took")
     c.add_argument("--state", type=str.upper, help="only workflows in this state (RUNNING, SUCCEEDED, FAILED, ...)")
-    c.add_argument("--name", help="only workflows with this name")
+    c.add_argument("--name", help="only workflows whose name contains N, or matches the glob N (*, ?, [..]); any case")
     c.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
     c.set_defaults(run=cmd_list)
     c = client_cmd("datasets", "managed datasets and storage usage; `datasets show HASH` for one")

@@ -8,6 +8,7 @@ for (PINGO_ALLOWED_HOSTS): bodies go out with ``json=`` (``application/json``), 
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import json
 import os
 import uuid
@@ -34,6 +35,15 @@ def default_url(env: Mapping[str, str] | None = None) -> str:
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"PINGO_PORT must be a port number (1-65535), not {port!r}")
     return f"http://{f'[{host}]' if ':' in host else host}:{int(port)}"
+
+
+def name_matches(pattern: str, name: str) -> bool:
+    """``pingo list --name``: a glob pattern (with ``*``, ``?`` or ``[``) matches the whole
+    name, other text any part of it; either way, whatever the case."""
+    pattern, name = pattern.casefold(), name.casefold()
+    if any(c in pattern for c in "*?["):
+        return fnmatch.fnmatchcase(name, pattern)
+    return pattern in name
 
 
 def token_file(env: Mapping[str, str] | None = None) -> Path:
@@ -191,9 +201,20 @@ class Client:
         return await self.call("POST", "/api/v1/workflows", json=workflow, params={"dryRun": "true"})
 
     async def workflows(self, limit: int, state: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
-        """The newest ``limit`` workflows, filtered by the server."""
-        params = {k: v for k, v in (("state", state), ("name", name)) if v}
-        return await self.pages("/api/v1/workflows", "workflows", limit, params)
+        """The newest ``limit`` workflows in ``state`` (filtered by the server) whose name
+        matches ``name`` (see ``name_matches``). The API matches a name only exactly, so a
+        pattern is matched here, over the pages the server sends, until ``limit`` are found."""
+        params: dict[str, Any] = {"state": state} if state else {}
+        if not name:
+            return await self.pages("/api/v1/workflows", "workflows", limit, params)
+        found: list[dict[str, Any]] = []
+        params["limit"] = PAGE
+        while True:
+            body = await self.call("GET", "/api/v1/workflows", params=params)
+            found += [wf for wf in body.get("workflows", []) if name_matches(name, wf.get("name") or "")]
+            if len(found) >= limit or not body.get("next"):
+                return found[:limit]
+            params["cursor"] = str(body["next"])
 
     async def workflow(self, wf_id: str) -> dict[str, Any]:
         return await self.call("GET", f"/api/v1/workflows/{wf_id}")

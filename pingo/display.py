@@ -349,7 +349,9 @@ def workflows_table(workflows: list[dict[str, Any]]) -> Table:
             took = duration(time.time() - created)  # so far
         table.add_row(
             wf["id"],
-            wf.get("name") or "",
+            # Cut with … on its one line, never wrapped at its spaces: no_wrap on the cell, not
+            # the column, so that the column still narrows to fit the terminal.
+            Text(wf.get("name") or "", no_wrap=True, overflow="ellipsis"),
             styled(wf["state"]),
             str(counts["computed"]),
             str(counts["reused"]),

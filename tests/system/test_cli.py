@@ -297,3 +297,31 @@ def test_cannot_reach_names_the_url_tried_and_how_to_start_pingo() -> None:
     assert done.returncode == 1
     assert f"cannot reach Pingo at {url}" in done.stderr
     assert "pingo dev" in done.stderr and "PINGO_URL" in done.stderr, done.stderr
+
+
+def test_list_name_matches_a_part_or_a_pattern_and_long_names_are_cut_on_one_line(dev, tmp_path: Path) -> None:
+    """``pingo list --name`` takes part of a name or a glob pattern (any case), and at 80
+    columns a long multi-word name is cut with … on its one row, not wrapped over several."""
+    start, cli, _ = dev
+    start()
+    names = [
+        "nightly sales report for the european region and its many subsidiaries",
+        "nightly sales report for asia",
+        "weekly inventory",
+    ]
+    for i, name in enumerate(names):
+        body = tmp_path / f"wf{i}.json"
+        body.write_text(json.dumps({"name": name, "actions": [shell_action(1, f"a{i}")]}))
+        assert cli("submit", str(body)).returncode == 0
+    by_part = json.loads(cli("list", "--json", "--name", "SALES REPORT").stdout)
+    assert sorted(wf["name"] for wf in by_part) == sorted(names[:2])
+    by_glob = json.loads(cli("list", "--json", "--name", "*asia").stdout)
+    assert [wf["name"] for wf in by_glob] == [names[1]]
+    assert cli("list", "--name", "monthly").stderr.strip() == "no workflows matching"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINGO_")}
+    env.update(PINGO_URL=f"http://127.0.0.1:{cli.port}", COLUMNS="80", LINES="50", TERM="xterm-256color")
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", on_a_terminal([*PINGO, "list", "--name", "nightly"], env))
+    rows = [line for line in drawn.splitlines() if line.strip()]
+    assert len(rows) == 3, drawn  # the heading and one line per workflow
+    assert all(r.split()[1].startswith("nigh") and r.split()[1].endswith("…") for r in rows[1:]), drawn
+    assert all(len(r) <= 80 for r in rows), drawn

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pingo.client import default_url, problem_lines
+from pingo.client import default_url, name_matches, problem_lines
 
 
 @pytest.mark.parametrize(
@@ -73,3 +73,19 @@ def test_a_gateway_that_cannot_be_reached_is_one_message_and_exit_1(command, cap
     assert info.value.code == 1
     err = capsys.readouterr().err
     assert err.startswith(f"pingo: cannot reach Pingo at http://127.0.0.1:{port}") and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "pattern, name, matches",
+    [
+        ("sales", "Nightly Sales report", True),
+        ("SALES REP", "nightly sales report", True),
+        ("nightly*", "nightly sales report", True),
+        ("*report", "nightly sales report", True),
+        ("report*", "nightly sales report", False),
+        ("ni?htly*", "nightly", True),
+        ("weekly", "nightly sales report", False),
+    ],
+)
+def test_list_name_is_a_part_of_the_name_or_a_glob_pattern(pattern: str, name: str, matches: bool):
+    assert name_matches(pattern, name) is matches
