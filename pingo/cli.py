@@ -299,10 +299,17 @@ async def cmd_timeline(args: argparse.Namespace) -> int:
 
 async def cmd_logs(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
+    wrote = False
     async with gateway(args) as client:
         async for chunk in client.logs(args.action_id, args.attempt, args.stream, args.tail, args.follow):
             out.write(chunk)
             out.flush()  # as it arrives: a followed log is read while the job runs
+            wrote = wrote or bool(chunk)
+    if not wrote:
+        # Said on stderr, so that `pingo logs A > file` still holds the log and nothing else;
+        # without it, a job that wrote nothing reads as logs that do not work.
+        other = "stderr" if args.stream == "stdout" else "stdout"
+        print(f"(no output: the job wrote nothing to {args.stream}; see --stream {other})", file=sys.stderr)
     return 0
 
 

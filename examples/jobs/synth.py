@@ -39,6 +39,9 @@ def main(argv: list[str]) -> int:
         return 2
     label, seconds, size_kb = argv[0], float(argv[1]), int(float(argv[2]))
     inputs, output = argv[3:-1], local(argv[-1])
+    # What it does, on stdout, so that `pingo logs` shows the job at work (the dataset it
+    # writes does not depend on it).
+    print(f"synth {label}: reading {len(inputs)} input(s), then {seconds:g} s of work", flush=True)
     digest = hashlib.sha256(label.encode())
     for d in inputs:
         part = local(d) / "part-00000"
@@ -63,6 +66,7 @@ def main(argv: list[str]) -> int:
         f.truncate(size_kb * 1024)
     (output / "_lineage").write_text(f"{label}\n" + "".join(f"{i}\n" for i in inputs))
     log_run(label)
+    print(f"synth {label}: wrote {size_kb} KB to {argv[-1]}", flush=True)
     return 0
 
 

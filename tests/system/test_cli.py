@@ -325,3 +325,22 @@ def test_list_name_matches_a_part_or_a_pattern_and_long_names_are_cut_on_one_lin
     assert len(rows) == 3, drawn  # the heading and one line per workflow
     assert all(r.split()[1].startswith("nigh") and r.split()[1].endswith("…") for r in rows[1:]), drawn
     assert all(len(r) <= 80 for r in rows), drawn
+
+
+def test_logs_show_what_an_example_job_did_and_say_no_output_where_there_is_none(dev, tmp_path: Path) -> None:
+    """The example jobs say what they do on stdout; a stream the job left empty reads
+    "(no output ...)" (on stderr, so that a redirected log holds the log only), exit 0."""
+    start, cli, _ = dev
+    start()
+    body = tmp_path / "one.json"
+    body.write_text(json.dumps({"name": "one", "actions": [shell_action(1, "alone")]}))
+    run = cli("submit", str(body), "--wait")
+    assert run.returncode == 0, run.stderr
+    wf = json.loads(cli("status", run.stdout.split()[1].rstrip(":"), "--json").stdout)
+    action_id = wf["actions"][0]["id"]
+    out = cli("logs", action_id)
+    assert out.returncode == 0 and "synth alone: reading 0 input(s)" in out.stdout, out
+    assert "synth alone: wrote 4 KB to" in out.stdout and out.stderr == ""
+    err = cli("logs", action_id, "--stream", "stderr")
+    assert err.returncode == 0 and err.stdout == "", err
+    assert err.stderr.startswith("(no output") and "--stream stdout" in err.stderr, err
