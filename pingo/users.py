@@ -46,13 +46,29 @@ def show_token(name: str, token: str) -> None:
     )
 
 
+def authentication_turned_on(settings: Settings) -> str:
+    """What the first active user changes (docs/users.md, "Turning it on"): said when it
+    happens, since every client without a token is refused from then on."""
+    if settings.auth == "off":
+        return "the first user: authentication stays off here (PINGO_AUTH=off), tokens are not asked for"
+    if settings.auth == "required" or settings.oidc_issuer:
+        return "the first user: authentication was already on (PINGO_AUTH=required or an OIDC issuer)"
+    return (
+        "the first user: authentication is now ON, and stays on while any user is active. Every "
+        "request (CLI, web page, API) needs a token from now on, within seconds; only PINGO_AUTH=off "
+        "(one person on one machine) turns it off"
+    )
+
+
 async def run(args: argparse.Namespace) -> int:
     from shared.config import Settings
     from shared.store import users
 
     now = time.time()
-    async with store_of(Settings()) as store:
+    settings = Settings()
+    async with store_of(settings) as store:
         if args.users_command == "add":
+            first = not await users.any_active(store)
             try:
                 token = await users.add(store, args.name, args.admin, now)
             except ValueError as exc:
@@ -60,6 +76,8 @@ async def run(args: argparse.Namespace) -> int:
             except users.UserExists:
                 fail(f"user {args.name!r} exists (pingo users token {args.name} makes another token)")
             show_token(args.name, token)
+            if first:
+                print(authentication_turned_on(settings), file=sys.stderr)
         elif args.users_command == "token":
             try:
                 token = await users.issue_token(store, args.name, now)

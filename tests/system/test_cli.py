@@ -344,3 +344,15 @@ def test_logs_show_what_an_example_job_did_and_say_no_output_where_there_is_none
     err = cli("logs", action_id, "--stream", "stderr")
     assert err.returncode == 0 and err.stdout == "", err
     assert err.stderr.startswith("(no output") and "--stream stdout" in err.stderr, err
+
+
+def test_the_first_user_added_says_authentication_is_now_on(dev) -> None:
+    """``pingo users add`` says, when it makes the first user, that every request needs a
+    token from now on (PINGO_AUTH=auto); the second says nothing of it."""
+    _, cli, _ = dev
+    first = cli("users", "add", "ann", "--admin")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("pingo_")
+    assert "authentication is now ON" in first.stderr and "PINGO_AUTH=off" in first.stderr, first.stderr
+    second = cli("users", "add", "bob")
+    assert second.returncode == 0 and "authentication" not in second.stderr, second.stderr
