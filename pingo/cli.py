@@ -405,6 +405,11 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--port", type=int, default=None)
     m.add_argument("--examples", default=str(Path("examples")), help="folder of example workflows")
     m.add_argument("--keep-running", action="store_true", help="keep serving after the demo")
+    m.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start from an empty catalogue in a temporary folder (removed after), not the one of earlier runs",
+    )
     m.set_defaults(run=cmd_demo)
     for name, (_, _, help_) in ELSEWHERE.items():
         # No options of its own (prefix_chars that no argument starts with): every argument,

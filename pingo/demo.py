@@ -8,9 +8,11 @@ import argparse
 import asyncio
 import json
 import signal
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from pingo.client import ApiError, Client
 from pingo.dev import all_services
@@ -18,10 +20,30 @@ from pingo.display import watch
 from shared.config import Settings
 from shared.runtime import Context, Refused, configure_logging, running
 
+# Said before run 1 when the catalogue already holds workflows: without it, a second demo's
+# "run 1" computes nothing and a newcomer cannot tell why.
+AGAIN = (
+    "\nNote: this Pingo's catalogue (in {data}) already holds workflows from an earlier run, and it\n"
+    "persists: run 1 below reuses what they computed, so it computes nothing new. To watch it\n"
+    "compute from scratch: pingo demo --fresh (./scripts/demo --fresh; a new, temporary\n"
+    "catalogue), or stop every Pingo using it and remove the folder (rm -rf {data})."
+)
+
 
 async def run_demo(args: argparse.Namespace) -> int:
+    if not args.fresh:
+        return await demo(args, {})
+    # A new, empty catalogue and storage in a folder of its own, removed afterwards: the
+    # usual one (.pingo, or PINGO_DATA_DIR) is left as it is.
+    with tempfile.TemporaryDirectory(prefix="pingo-demo-") as fresh:
+        empty = {"data_dir": Path(fresh), "mongo_url": None, "managed_root": None, "output_roots": []}
+        return await demo(args, empty)
+
+
+async def demo(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     configure_logging("WARNING")
-    overrides = {"port": args.port, "callback_port": args.port + 1} if args.port else {}
+    if args.port:
+        overrides = {**overrides, "port": args.port, "callback_port": args.port + 1}
     settings = Settings(scrape_interval=1.0, **overrides)
     files = await asyncio.to_thread(lambda: sorted(Path(args.examples).glob("*.json")))
     if not files:
@@ -40,6 +62,8 @@ async def run_demo(args: argparse.Namespace) -> int:
         return 2
     async with running(ctx, all_services):
         async with Client(url) as client:
+            if earlier := bool(await client.workflows(1)):
+                print(AGAIN.format(data=settings.data_dir), flush=True)
             for run in (1, 2):
                 for f in files:
                     print(f"\n== run {run}: {f.name}", flush=True)
@@ -66,6 +90,8 @@ async def run_demo(args: argparse.Namespace) -> int:
             if ok
             else "\nSomething was computed twice or failed: see above."
         )
+        if earlier:
+            print("Run 1 computed little or nothing: an earlier run had computed it (see the note at the top).")
         if args.keep_running:
             print(f"\nPingo keeps running at {url} (Ctrl-C to stop). Try: pingo datasets; pingo status <id>")
             stop = asyncio.Event()

@@ -356,3 +356,34 @@ def test_the_first_user_added_says_authentication_is_now_on(dev) -> None:
     assert "authentication is now ON" in first.stderr and "PINGO_AUTH=off" in first.stderr, first.stderr
     second = cli("users", "add", "bob")
     assert second.returncode == 0 and "authentication" not in second.stderr, second.stderr
+
+
+def test_a_second_demo_says_why_its_first_run_computes_nothing_and_fresh_starts_afresh(tmp_path: Path) -> None:
+    """The catalogue persists in the data folder: a second ``pingo demo`` says so before its
+    "run 1" (which reuses everything) and how to start afresh; ``--fresh`` computes again in
+    a temporary catalogue and leaves the usual one as it was."""
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    (examples / "one.json").write_text(json.dumps({"name": "one", "actions": [shell_action(1, "demo-one")]}))
+    data = tmp_path / "data"
+
+    def demo(*extra: str) -> str:
+        done = run_pingo(
+            "demo", "--port", str(free_port()), "--examples", str(examples), *extra, PINGO_DATA_DIR=str(data)
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    def computed_in_run_1(out: str) -> int:
+        row = next(line for line in out.splitlines() if re.match(r"\s*1\s+one\.json", line))
+        return int(row.split()[3])
+
+    first = demo()
+    assert "already holds workflows" not in first and computed_in_run_1(first) == 1
+    second = demo()
+    assert "already holds workflows from an earlier run" in second, second
+    assert "pingo demo --fresh" in second and f"rm -rf {data}" in second
+    assert computed_in_run_1(second) == 0
+    fresh = demo("--fresh")
+    assert "already holds workflows" not in fresh and computed_in_run_1(fresh) == 1
+    assert "already holds workflows from an earlier run" in demo()  # the usual catalogue is untouched
