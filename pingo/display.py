@@ -276,6 +276,8 @@ def actions_table(actions: list[dict[str, Any]]) -> RenderableType:
         took = "-"
         if a.get("startedAt") and a.get("finishedAt"):
             took = duration(a["finishedAt"] - a["startedAt"])
+        elif a.get("startedAt") and a.get("state") == "RUNNING":
+            took = f"{duration(max(0.0, time.time() - a['startedAt']))}…"  # still running: time so far
         note = ""
         if a.get("state") == "FOLLOWING" and a.get("follows"):
             note = f"follows {a['follows']}"
