@@ -247,6 +247,11 @@ class Dataset(View):
     claims: list[str] = Field(description="Actions that will read it: it is not deleted while any remain")
     producers: list[str] = Field(description="Actions computing it now")
     producedBy: str | None = Field(description="The action whose output it is (or the one computing it now)")
+    producedByName: str | None = Field(None, description="The name of the producedBy action")
+    neverStored: bool = Field(
+        False, description="Planned but never committed (its producer failed or was killed): DELETED in the "
+        "state machine, though no file was ever kept or deleted"
+    )  # fmt: skip
     workflow: WorkflowLink | None = Field(description="The workflow of producedBy")
     lastUsedAt: float | None
     createdAt: float | None
@@ -259,8 +264,11 @@ def produced_by(d: dict[str, Any]) -> str | None:
     return d.get("produced_by") or next(iter(d.get("producers") or []), None)
 
 
-def dataset_view(d: dict[str, Any], names: dict[str, str | None] | None = None) -> Dataset:
-    """``names``: workflow names by id, for the link to the producing workflow."""
+def dataset_view(
+    d: dict[str, Any], names: dict[str, str | None] | None = None, action_names: dict[str, str] | None = None
+) -> Dataset:
+    """``names``: workflow names by id, for the link to the producing workflow;
+    ``action_names``: action names by id, for the producing action's."""
     producers = d.get("producers", [])
     producer = produced_by(d)
     wf_id = workflow_of(producer) if producer else None
@@ -278,6 +286,8 @@ def dataset_view(d: dict[str, Any], names: dict[str, str | None] | None = None) 
         claims=d.get("claims", []),
         producers=producers,
         producedBy=producer,
+        producedByName=(action_names or {}).get(producer) if producer else None,
+        neverStored=d["state"] == DatasetState.DELETED and d.get("committed_at") is None,
         workflow=WorkflowLink(id=wf_id, name=(names or {}).get(wf_id), href=workflow_href(wf_id)) if wf_id else None,
         lastUsedAt=d.get("last_used_at"),
         createdAt=d.get("created_at"),
@@ -311,8 +321,11 @@ def redacted(view: Dataset, visible: set[str] | None) -> Dataset:
     making = [a for a in view.producers if workflow_of(a) in visible]
     shown = view.producedBy if view.producedBy and workflow_of(view.producedBy) in visible else None
     return view.model_copy(
-        update={"claims": mine, "producers": making, "producedBy": shown, "workflow": view.workflow if shown else None}
-    )
+        update={
+            "claims": mine, "producers": making, "producedBy": shown, "workflow": view.workflow if shown else None,
+            "producedByName": view.producedByName if shown else None,
+        }
+    )  # fmt: skip
 
 
 class DatasetList(View):
