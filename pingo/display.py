@@ -276,6 +276,8 @@ def actions_table(actions: list[dict[str, Any]]) -> RenderableType:
         took = "-"
         if a.get("startedAt") and a.get("finishedAt"):
             took = duration(a["finishedAt"] - a["startedAt"])
+        elif a.get("startedAt") and a.get("state") == "RUNNING":
+            took = f"{duration(max(0.0, time.time() - a['startedAt']))}…"  # still running: time so far
         note = ""
         if a.get("state") == "FOLLOWING" and a.get("follows"):
             note = f"follows {a['follows']}"
@@ -439,16 +441,21 @@ def datasets_view(body: dict[str, Any]) -> RenderableType:
     table.add_column("checksum", no_wrap=True)
     for heading in ("time", "uses", "claims"):  # time: of one computation (mean)
         table.add_column(heading, justify="right", no_wrap=True)
+    # What made it: the action's name and its workflow (hidden for another user's).
+    table.add_column("made by", overflow="ellipsis", min_width=8)
     for d in body["datasets"]:
+        made_by = " ".join(filter(None, [d.get("producedByName"), producing_workflow(d)])) or "-"
         table.add_row(
             d["hash"][:12],
-            d["state"],
+            # Planned, never committed: nothing was kept, so nothing was deleted (docs/api.md).
+            "NEVER_STORED" if d.get("neverStored") else d["state"],
             human(d.get("size")),
             "-" if d.get("files") is None else str(d["files"]),
             (d.get("checksum") or "-")[:8],
             duration(d.get("computeSeconds")),
             str(d.get("useCount", 0)),
             str(len(d.get("claims") or [])),
+            made_by,
         )
     return Group(usage, by_state, table)
 

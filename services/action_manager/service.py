@@ -39,7 +39,7 @@ class ActionManager:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.settings = ctx.settings
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.owner = f"{self.name}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.queue: asyncio.Queue[ActionDoc] = asyncio.Queue(self.settings.queue_size)
         self.ticker = Ticker(self.settings.scrape_interval)
         self.outcomes = ctx.outcomes(self.name)

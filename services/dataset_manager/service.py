@@ -47,7 +47,7 @@ class DatasetManager:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.settings = ctx.settings
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.owner = f"{self.name}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(self.settings.queue_size)
         self.mover = ctx.mover(self.name)
         # A scrape asks for every unclaimed marked dataset, however many finished actions woke it.

@@ -56,7 +56,7 @@ class DecisionService:
         self.ctx = ctx
         self.settings = ctx.settings
         self.algorithm = get_algorithm(self.settings.algorithm)
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.owner = f"{self.name}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.mover = ctx.mover(self.name)
         # A run reads the usage total however many stored datasets woke it (a chain stores one every few ms).
         self.ticker = Ticker(self.settings.decision_interval, coalesce=SUMMARY_COALESCE)

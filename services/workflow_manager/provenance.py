@@ -90,6 +90,7 @@ async def detail(store: Store, d: dict[str, Any], sees: Callable[[str | None], b
     base = redacted(dataset_view(d), set(workflows))
     if producer is not None:
         base.workflow = action_link(producer, workflows).workflow
+        base.producedByName = producer.get("name")
     return DatasetDetail(
         **base.model_dump(),
         lineage=lineage_view(lineage) if lineage and shows_definition else None,

@@ -31,6 +31,7 @@ from services.workflow_manager.views import (
     dataset_view,
     named_actions,
     planned_action,
+    produced_by,
     redacted,
     timeline,
     workflow_detail,
@@ -316,6 +317,8 @@ class WorkflowManager:
         named = {workflow_of(a) for d in page for a in named_actions(d)}
         found = await wfs.briefs(self.ctx.store, named) if named else {}
         names = {wf_id: w.get("name") for wf_id, w in found.items()}
+        makers = sorted({m for d in page if (m := produced_by(d))})
+        action_names = {a["_id"]: a.get("name") for a in await acts.get_many(self.ctx.store, makers, {"name": 1})}
         visible = None if who.admin else {wf_id for wf_id, w in found.items() if who.sees(w.get("owner"))}
         view = DatasetList(
             byUser=await self.usage_by_user(auth.identity(request)) if q.byUser else None,
@@ -323,7 +326,7 @@ class WorkflowManager:
             threshold=self.settings.threshold,
             managedRootBytes=usage,
             bytesByState=by_state,
-            datasets=[redacted(dataset_view(d, names), visible) for d in page],
+            datasets=[redacted(dataset_view(d, names, action_names), visible) for d in page],
             next=cursor,
         )
         return answer(view)

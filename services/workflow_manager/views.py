@@ -8,6 +8,7 @@ same models, so the two cannot drift apart.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from aiohttp import web
@@ -246,6 +247,11 @@ class Dataset(View):
     claims: list[str] = Field(description="Actions that will read it: it is not deleted while any remain")
     producers: list[str] = Field(description="Actions computing it now")
     producedBy: str | None = Field(description="The action whose output it is (or the one computing it now)")
+    producedByName: str | None = Field(None, description="The name of the producedBy action")
+    neverStored: bool = Field(
+        False, description="Planned but never committed (its producer failed or was killed): DELETED in the "
+        "state machine, though no file was ever kept or deleted"
+    )  # fmt: skip
     workflow: WorkflowLink | None = Field(description="The workflow of producedBy")
     lastUsedAt: float | None
     createdAt: float | None
@@ -258,8 +264,11 @@ def produced_by(d: dict[str, Any]) -> str | None:
     return d.get("produced_by") or next(iter(d.get("producers") or []), None)
 
 
-def dataset_view(d: dict[str, Any], names: dict[str, str | None] | None = None) -> Dataset:
-    """``names``: workflow names by id, for the link to the producing workflow."""
+def dataset_view(
+    d: dict[str, Any], names: dict[str, str | None] | None = None, action_names: dict[str, str] | None = None
+) -> Dataset:
+    """``names``: workflow names by id, for the link to the producing workflow;
+    ``action_names``: action names by id, for the producing action's."""
     producers = d.get("producers", [])
     producer = produced_by(d)
     wf_id = workflow_of(producer) if producer else None
@@ -277,6 +286,8 @@ def dataset_view(d: dict[str, Any], names: dict[str, str | None] | None = None) 
         claims=d.get("claims", []),
         producers=producers,
         producedBy=producer,
+        producedByName=(action_names or {}).get(producer) if producer else None,
+        neverStored=d["state"] == DatasetState.DELETED and d.get("committed_at") is None,
         workflow=WorkflowLink(id=wf_id, name=(names or {}).get(wf_id), href=workflow_href(wf_id)) if wf_id else None,
         lastUsedAt=d.get("last_used_at"),
         createdAt=d.get("created_at"),
@@ -310,8 +321,11 @@ def redacted(view: Dataset, visible: set[str] | None) -> Dataset:
     making = [a for a in view.producers if workflow_of(a) in visible]
     shown = view.producedBy if view.producedBy and workflow_of(view.producedBy) in visible else None
     return view.model_copy(
-        update={"claims": mine, "producers": making, "producedBy": shown, "workflow": view.workflow if shown else None}
-    )
+        update={
+            "claims": mine, "producers": making, "producedBy": shown, "workflow": view.workflow if shown else None,
+            "producedByName": view.producedByName if shown else None,
+        }
+    )  # fmt: skip
 
 
 class DatasetList(View):
@@ -419,17 +433,41 @@ class Timeline(View):
     next: str | None = Field(description="Cursor of the next page (pass it as ?cursor=); null on the last page")
 
 
+# A service replica's name as recorded before it carried the service's (host:pid:token).
+_BARE_REPLICA = re.compile(r"[^\s:@]+:\d+:[0-9a-f]{6}")
+# Which service wrote a bare replica name, by what it moved (only these two recorded one).
+_BARE_WRITER = {"action": "action_manager", "dataset": "dataset_manager"}
+
+
+def actor(kind: str, by: str | None) -> str | None:
+    """Who made a move, as a reader names it: a service replica (``action_manager@host:pid:token``)
+    by its service, a user or a service name as written."""
+    if by is None:
+        return None
+    if _BARE_REPLICA.fullmatch(by):
+        return _BARE_WRITER.get(kind, by)
+    service, at, replica = by.partition("@")
+    return service if at and _BARE_REPLICA.fullmatch(replica) else by
+
+
 def timeline(wf: dict[str, Any], actions: list[dict[str, Any]], datasets: list[dict[str, Any]]) -> list[TimelineEntry]:
-    """Every transition of a workflow, its actions and their datasets, in time order."""
+    """The story of one workflow, in time order, from its submission: its own transitions,
+    its actions', and those of their datasets from then on (a dataset's earlier history
+    belongs to the workflows that made it before). Actors by name (``actor``); the
+    submission by the user who made it, if users are on."""
     rows = []
+    since = float(wf.get("created_at") or 0)
     for kind, docs in (("workflow", [wf]), ("action", actions), ("dataset", datasets)):
         for d in docs:
             d = decode(d)
             label = d["_id"] if kind != "action" else f"{d['_id']} ({d['name']})"
             for h in d.get("history", []):
-                rows.append(
-                    TimelineEntry(at=h["at"], kind=kind, id=label, state=h["state"], by=h.get("by"), note=h.get("note"))
-                )
+                if kind == "dataset" and h["at"] < since:
+                    continue
+                by = actor(kind, h.get("by"))
+                if kind == "workflow" and h["state"] == "PLANNING" and wf.get("owner"):
+                    by = str(wf["owner"])  # who submitted it
+                rows.append(TimelineEntry(at=h["at"], kind=kind, id=label, state=h["state"], by=by, note=h.get("note")))
     if wf.get("kill_requested_at") is not None:
         # Who asked is not a state the workflow passes through, but what a debugger looks for.
         who = wf.get("killed_by")

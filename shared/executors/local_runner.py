@@ -59,6 +59,10 @@ QUEUED_KILL_CHECK = 0.5
 SLOT_RETRY = 0.05
 # How long one request line may take to arrive.
 REQUEST_WAIT = 10.0
+# A job still running this long after its start is announced (a RUNNING notification), so
+# its action reads RUNNING from then on rather than at the poller's next look; a job that
+# ends sooner sends only its end (docs/state-machines.md, "Action").
+START_NOTICE_AFTER = 1.0
 
 
 def runtime_dir() -> Path:
@@ -189,6 +193,15 @@ class Runner:
             os.close(err)
         write_status(job.dir, state="RUNNING", pid=job.proc.pid, started_at=started)
         self.spawn(self.wait(job))
+        if job.notify_url:
+            self.spawn(self.announce_start(job))
+
+    async def announce_start(self, job: Job) -> None:
+        """Tell the callback URL the job runs, if it still does ``START_NOTICE_AFTER`` on:
+        the callback checks with the executor and moves the action to RUNNING."""
+        await asyncio.sleep(START_NOTICE_AFTER)
+        if job.proc is not None and job.proc.returncode is None and job.dir.name in self.jobs:
+            await asyncio.to_thread(notify, job.notify_url, job.dir.name, "RUNNING")
 
     async def wait(self, job: Job) -> None:
         assert job.proc is not None

@@ -366,9 +366,11 @@ async def test_a_job_outlives_the_manager_that_submitted_it_and_still_notifies(t
         while (st := await executor.status(job_id)).state in (JobState.PREP, JobState.RUNNING):
             await asyncio.sleep(0.05)
         assert st.state == JobState.SUCCEEDED, st.error
-        while not got:
+        while not [g for g in got if g["status"] != "RUNNING"]:
             await asyncio.sleep(0.05)
-    assert got == [{"secret": "s3cret", "jobId": job_id, "status": "SUCCEEDED"}]
+    # Its end, and before it at most the notice that it runs (sent if it ran past a second).
+    ends = [g for g in got if g["status"] != "RUNNING"]
+    assert ends == [{"secret": "s3cret", "jobId": job_id, "status": "SUCCEEDED"}]
     assert (tmp_path / "o" / "part-00000").is_file()
 
 

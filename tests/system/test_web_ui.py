@@ -136,6 +136,9 @@ async def test_a_running_workflow_updates_live_and_is_killed_from_its_page(syste
         await p.goto(f"{system.base}/workflows/{plan['id']}")
         node = p.locator(f'[data-action="{action["id"]}"]')
         await expect(node).to_have_attribute("data-state", "RUNNING", timeout=20_000)
+        # Its panel shows how long it has run so far, from the job's own start.
+        await node.click()
+        await expect(p.locator("#details")).to_contain_text(re.compile(r"took[\d.]+ \w+ so far"))
         p.once("dialog", lambda dialog: dialog.accept())
         await p.locator("#kill").click()
         # The page follows the kill without a reload.

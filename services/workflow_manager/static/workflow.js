@@ -102,7 +102,8 @@ async function details(a) {
     Pingo.el("dl", {},
       field("action", a.id, "mono"), field("decision", `${a.decision}${a.reason ? ` (${a.reason})` : ""}`),
       field("submitted", Pingo.when(a.submittedAt)), field("started", Pingo.when(a.startedAt)),
-      field("finished", Pingo.when(a.finishedAt)), field("took", a.seconds ? Pingo.seconds(a.seconds) : "–"),
+      field("finished", Pingo.when(a.finishedAt)), field("took", a.seconds ? Pingo.seconds(a.seconds)
+        : a.state === "RUNNING" && a.startedAt ? `${Pingo.seconds(Date.now() / 1000 - a.startedAt)} so far` : "–"),
       field("attempts", a.attempts || "–"), field("job", a.jobId, "mono"),
       field("output", a.outputPath, "mono"), field("lineage hash", a.hash, "mono hash"),
       a.error ? field("error", a.error, "error") : []),
