@@ -433,31 +433,55 @@ def datasets_view(body: dict[str, Any]) -> RenderableType:
     by_state.add_column(justify="right", no_wrap=True)
     for state, size in sorted(body["bytesByState"].items()):
         by_state.add_row(f"  {state}", human(size))
-    table = TextTable(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
-    table.add_column("hash", no_wrap=True)
-    table.add_column("state", no_wrap=True)
-    for heading in ("size", "files"):
-        table.add_column(heading, justify="right", no_wrap=True)
-    table.add_column("checksum", no_wrap=True)
-    for heading in ("time", "uses", "claims"):  # time: of one computation (mean)
-        table.add_column(heading, justify="right", no_wrap=True)
-    # What made it: the action's name and its workflow (hidden for another user's).
-    table.add_column("made by", overflow="ellipsis", min_width=8)
-    for d in body["datasets"]:
-        made_by = " ".join(filter(None, [d.get("producedByName"), producing_workflow(d)])) or "-"
-        table.add_row(
-            d["hash"][:12],
-            # Planned, never committed: nothing was kept, so nothing was deleted (docs/api.md).
-            "NEVER_STORED" if d.get("neverStored") else d["state"],
-            human(d.get("size")),
-            "-" if d.get("files") is None else str(d["files"]),
-            (d.get("checksum") or "-")[:8],
-            duration(d.get("computeSeconds")),
-            str(d.get("useCount", 0)),
-            str(len(d.get("claims") or [])),
-            made_by,
-        )
-    return Group(usage, by_state, table)
+    return Group(usage, by_state, _DatasetRows(body["datasets"]))
+
+
+class _DatasetRows:
+    """One row per dataset, with what made it (the action's name and its workflow; hidden
+    for another user's) as a last column where the terminal has room for it: the other
+    columns never give way to it."""
+
+    def __init__(self, datasets: list[dict[str, Any]]) -> None:
+        self.datasets = datasets
+        self.made = [" ".join(filter(None, [d.get("producedByName"), producing_workflow(d)])) for d in datasets]
+
+    def table(self, made_width: int = 0) -> Table:
+        """The rows, with a "made by" column at most ``made_width`` wide (none if 0)."""
+        table = TextTable(box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+        table.add_column("hash", no_wrap=True)
+        table.add_column("state", no_wrap=True)
+        for heading in ("size", "files"):
+            table.add_column(heading, justify="right", no_wrap=True)
+        table.add_column("checksum", no_wrap=True)
+        for heading in ("time", "uses", "claims"):  # time: of one computation (mean)
+            table.add_column(heading, justify="right", no_wrap=True)
+        if made_width:
+            table.add_column("made by", overflow="ellipsis", no_wrap=True, max_width=made_width)
+        for d, made_by in zip(self.datasets, self.made, strict=True):
+            table.add_row(
+                d["hash"][:12],
+                # Planned, never committed: nothing was kept, so nothing was deleted (docs/api.md).
+                "NEVER_STORED" if d.get("neverStored") else d["state"],
+                human(d.get("size")),
+                "-" if d.get("files") is None else str(d["files"]),
+                (d.get("checksum") or "-")[:8],
+                duration(d.get("computeSeconds")),
+                str(d.get("useCount", 0)),
+                str(len(d.get("claims") or [])),
+                *([made_by or "-"] if made_width else []),
+            )
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = self.table()
+        if any(self.made):
+            room = options.max_width - Measurement.get(console, options.update(width=10_000), table).maximum - 1
+            if room >= MADE_BY_MIN:
+                table = self.table(made_width=room)
+        yield table
+
+
+MADE_BY_MIN = 8  # the least of a name cut with … worth showing
 
 
 def producing_workflow(d: dict[str, Any]) -> str | None:

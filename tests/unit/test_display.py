@@ -240,3 +240,21 @@ def test_control_characters_and_markup_in_names_are_shown_not_obeyed():
     # As in a log: the same, and one row per action still.
     text = to_text(workflows_table([wf]), width=200)
     assert SHOWN in text and len(text.splitlines()) == 2
+
+
+def test_datasets_say_what_made_them_where_there_is_room_and_never_squeeze_the_rest():
+    """At 80 columns the "made by" column is last and the first to go: the other columns
+    are never cut for it, and it is cut with … on one line where it is shown."""
+
+    def body(state: str) -> dict:
+        return {"capacityBytes": 10 * 1024**3, "threshold": 0.9, "bytesByState": {"STORED": 1024},
+                "datasets": [{"hash": "ab" * 32, "state": state, "size": 123456789, "files": 1200,
+                              "checksum": "sha256:" + "c" * 64, "computeSeconds": 7384.2, "useCount": 12,
+                              "claims": [], "producedBy": "wf-0123456789ab.2",
+                              "producedByName": "ingest the raw clickstream logs"}]}  # fmt: skip
+
+    roomy = fits(to_text(datasets_view(body("STORED"))))
+    assert roomy[-2].split()[-2:] == ["made", "by"]
+    assert "  ingest" in roomy[-1] and roomy[-1].endswith("…")
+    tight = fits(to_text(datasets_view(body("STORED_TO_DELETE"))))
+    assert tight[-2].split()[-1] == "claims" and "made" not in tight[-2]
