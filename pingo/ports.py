@@ -45,3 +45,12 @@ def free_ports(count: int, avoid: set[int] | None = None, tries: int = 1000) -> 
     if len(picked) == count:
         return picked
     raise RuntimeError(f"no {count} free ports in {LOW}-{high}")
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False

@@ -12,7 +12,6 @@ import getpass
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -21,10 +20,10 @@ import urllib.request
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 from pingo.minicluster.classpath import Unavailable, java_home, resolve_classpath
-from pingo.ports import free_ports
+from pingo.ports import free_ports, listening
+from shared.hadoop.configuration import configuration_xml, read_configuration
 
 MAIN_CLASS = "org.apache.hadoop.mapreduce.MiniHadoopClusterManager"
 # The module openings Hadoop's own launch scripts give Java 17 (hadoop-functions.sh,
@@ -172,7 +171,7 @@ class MiniCluster:
         # classpath before any -D is read: the static groups go into a core-site.xml there.
         site = self.work / "etc"
         site.mkdir(parents=True, exist_ok=True)
-        (site / "core-site.xml").write_text(to_xml({"hadoop.user.group.static.mapping.overrides": mapping}))
+        (site / "core-site.xml").write_bytes(configuration_xml({"hadoop.user.group.static.mapping.overrides": mapping}))
         classpath = [str(site), *classpath]
         java = str(java_home() / "bin" / "java")
         jvm = [java, *JPMS_OPTS, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
@@ -225,8 +224,8 @@ class MiniCluster:
         checks = [
             ("WebHDFS", lambda: self._get_json(f"{self.webhdfs_url}/webhdfs/v1/?op=GETFILESTATUS") is not None),
             ("a NodeManager", lambda: NODES_UP in self.log_tail(2000)),
-            ("the ResourceManager", lambda: _listening(self._ports.rm)),
-            ("the JobHistoryServer", lambda: _listening(self._ports.jhs)),
+            ("the ResourceManager", lambda: listening(self._ports.rm)),
+            ("the JobHistoryServer", lambda: listening(self._ports.jhs)),
         ]
         waiting = "its configuration"
         while time.monotonic() < deadline:
@@ -236,7 +235,7 @@ class MiniCluster:
                                   f"{self.work / 'cluster.log'} ends:\n{self.log_tail(30)}")  # fmt: skip
             if not self.conf and written.is_file():
                 try:
-                    self.conf = read_conf(written)
+                    self.conf = read_configuration(written)
                 except ET.ParseError:
                     pass  # still being written
             if self.conf:
@@ -325,28 +324,3 @@ def _die_with_parent() -> None:
     its owner holding ports and memory."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
-def to_xml(conf: dict[str, str]) -> str:
-    """A Hadoop configuration file."""
-    props = "".join(f"<property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
-                    for k, v in conf.items())  # fmt: skip
-    return f'<?xml version="1.0"?>\n<configuration>\n{props}</configuration>\n'
-
-
-def read_conf(path: Path) -> dict[str, str]:
-    """A Hadoop configuration file as name -> value."""
-    out = {}
-    for prop in ET.parse(path).getroot().iter("property"):
-        name, value = prop.findtext("name"), prop.findtext("value")
-        if name is not None:
-            out[name] = value or ""
-    return out

@@ -11,12 +11,12 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any, Literal
-from xml.etree import ElementTree as ET
 
 import aiohttp
 from aiohttp_retry import RetryClient
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from shared.hadoop.configuration import configuration_xml
 from shared.hadoop.http import RETRIED_EXCEPTIONS, retrying_client
 
 log = logging.getLogger(__name__)
@@ -37,15 +37,6 @@ class OozieError(Exception):
 def _worth_retrying(error: BaseException) -> bool:
     """A server error or no answer (status 0): the job may or may not exist. A 4xx is final."""
     return isinstance(error, OozieError) and (error.status == 0 or error.status >= 500)
-
-
-def configuration_xml(properties: dict[str, str]) -> bytes:
-    root = ET.Element("configuration")
-    for name, value in properties.items():
-        prop = ET.SubElement(root, "property")
-        ET.SubElement(prop, "name").text = name
-        ET.SubElement(prop, "value").text = value
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
 
 
 class Oozie:

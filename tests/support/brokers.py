@@ -32,8 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from pingo.ports import listening
 from shared.store.embedded import EmbeddedMongo
-from tests.support.net import free_port, listening
+from tests.support.net import free_port
 
 
 def rabbitmq_server() -> str | None:

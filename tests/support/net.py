@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-
 from pingo.ports import free_ports
 
 # Never the same port twice in one run (pingo/ports.py says why they are picked as they are).
@@ -12,11 +10,3 @@ _given: set[int] = set()
 
 def free_port() -> int:
     return free_ports(1, _given)[0]
-
-
-def listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False

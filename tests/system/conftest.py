@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from pingo.dev import all_services
+from pingo.ports import listening
 from shared.config import Settings
 from shared.runtime import Context, running
 from shared.store.embedded import EmbeddedMongo
-from tests.support.net import listening
 from tests.support.system import AMQP_URL, Api, Processes, make_settings
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.net import listening
+from pingo.ports import listening
 from tests.support.workflows import ROOT
 
 pytestmark = pytest.mark.real_hadoop
