@@ -26,11 +26,15 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import aio_pika
 
 from pingo.ports import listening
 from shared.store.embedded import EmbeddedMongo
@@ -89,14 +93,14 @@ class RabbitNode:
     START_TIMEOUT = 90.0
     VHOSTS = 16  # handed out by fresh(); more would lengthen every boot a little
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, port: int | None = None, name: str | None = None) -> None:
         server = rabbitmq_server()
         if server is None:
             raise RuntimeError("rabbitmq-server is not installed (apt-get install rabbitmq-server)")
         self.server = server
         self.base = base
-        self.name = f"pingo-test-{uuid.uuid4().hex[:8]}@localhost"
-        self.port = free_port()
+        self.name = name or f"pingo-test-{uuid.uuid4().hex[:8]}@localhost"
+        self.port = port or free_port()
         self.dist_port = free_port()
         self.vhost = ""  # the default virtual host, "/"
         self.vhosts = [f"t{i}" for i in range(self.VHOSTS)]
@@ -216,6 +220,58 @@ class RabbitNode:
     def log_tail(self, n: int = 3000) -> str:
         path = self.base / "stdout.log"
         return path.read_text(errors="replace")[-n:] if path.exists() else ""
+
+
+SHARED_PORT = 5672
+SHARED_START_TIMEOUT = 180.0
+
+
+def start_shared_broker(base: Path | None = None) -> None:
+    """Start the tests' shared broker on 127.0.0.1:5672 when nothing listens there, and
+    leave it running (``scripts/test`` and the ``amqp_url`` fixture call this).
+
+    It is a node of the tests' own, on data that starts empty at every start, never the
+    system node (``rabbitmq-server -detached``): that one keeps every durable queue the
+    tests ever declared, and a machine that had run the suite a few times came back with
+    1,400 queues to recover, which took longer than any wait for the port."""
+    if listening(SHARED_PORT):
+        return
+    base = base or Path(tempfile.gettempdir()) / "pingo-test-broker"
+    shutil.rmtree(base, ignore_errors=True)
+    node = RabbitNode(base, port=SHARED_PORT, name="pingo-tests@localhost")
+    node.START_TIMEOUT = SHARED_START_TIMEOUT
+    node.start(wait=False)  # its own session: it outlives this process
+    seconds = node.wait_up()
+    print(f"RabbitMQ node {node.name} listening on 127.0.0.1:{SHARED_PORT} after {seconds:.1f} s (data in {base})")
+
+
+class Declared:
+    """What the tests declared on the shared broker, deleted at the session's end: the
+    broker outlives the run, and durable queues left behind pile up there (and lengthen
+    its next boot)."""
+
+    def __init__(self) -> None:
+        self.queues: set[str] = set()
+        self.exchanges: set[str] = set()
+
+    def bus(self, exchange: str, queues: Iterable[str]) -> None:
+        """A ``RabbitBus`` on ``exchange`` whose subscribers use ``queues`` (full names)."""
+        self.exchanges.update((exchange, f"{exchange}.dead"))
+        self.queues.update((*queues, f"{exchange}.dead"))
+
+    async def forget(self, url: str) -> None:
+        connection = await aio_pika.connect(url, timeout=10)
+        async with connection:
+            channel = await connection.channel()
+            for queue in sorted(self.queues):
+                await channel.queue_delete(queue)  # an unknown queue is deleted without complaint
+            for exchange in sorted(self.exchanges):
+                await channel.exchange_delete(exchange)
+        self.queues.clear()
+        self.exchanges.clear()
+
+
+SHARED_DECLARED = Declared()
 
 
 class Relay:

@@ -19,11 +19,16 @@ from typing import Any
 import aiohttp
 from pymongo import AsyncMongoClient
 
+from services.action_manager.service import ActionManager
+from services.dataset_manager.service import DatasetManager
+from services.decision.service import DecisionService
 from shared.config import Settings
+from tests.support.brokers import SHARED_DECLARED
 from tests.support.net import free_port
 from tests.support.workflows import ROOT
 
-AMQP_URL = os.environ.get("PINGO_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
+AMQP_URL = os.environ.get("PINGO_TEST_AMQP_URL", DEFAULT_AMQP_URL)
 TERMINAL = {"SUCCEEDED", "FAILED", "KILLED"}
 
 
@@ -49,7 +54,16 @@ def make_settings(tmp_path: Path, mongo_url: str, **overrides: Any) -> Settings:
         local_slots=4,
     )
     base.update(overrides)
-    return Settings(**base)
+    settings = Settings(**base)
+    note_shared_bus(settings)
+    return settings
+
+
+def note_shared_bus(settings: Settings) -> None:
+    """Pingo's queues on the shared broker, to delete at the session's end."""
+    if settings.amqp_url == AMQP_URL:
+        subscribers = (ActionManager.name, DatasetManager.name, DecisionService.name)
+        SHARED_DECLARED.bus(settings.exchange, [f"{settings.exchange}.{name}" for name in subscribers])
 
 
 class Api:
@@ -125,6 +139,7 @@ class Processes(Api):
 
     def __init__(self, settings: Settings, logs: Path) -> None:
         super().__init__(settings)
+        note_shared_bus(settings)
         self.logs = logs
         self.procs: dict[str, subprocess.Popen] = {}
 

@@ -5,39 +5,36 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import subprocess
-import time
+import warnings
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from pingo.dev import all_services
-from pingo.ports import listening
 from shared.config import Settings
 from shared.runtime import Context, running
 from shared.store.embedded import EmbeddedMongo
-from tests.support.system import AMQP_URL, Api, Processes, make_settings
+from tests.support.brokers import SHARED_DECLARED, start_shared_broker
+from tests.support.system import AMQP_URL, DEFAULT_AMQP_URL, Api, Processes, make_settings
 
 
 @pytest.fixture(scope="session")
-def amqp_url() -> str:
-    """The real RabbitMQ. Started if installed and not running; never skipped silently."""
-    if not listening(5672):
-        server = shutil.which("rabbitmq-server")
-        if server is None:
-            pytest.fail(
-                "RabbitMQ is not running on 127.0.0.1:5672 and rabbitmq-server is not installed "
-                "(apt-get install rabbitmq-server); these tests need a real broker."
-            )
-        subprocess.run([server, "-detached"], check=False)
-        deadline = time.time() + 90
-        while not listening(5672) and time.time() < deadline:
-            time.sleep(1)
-        if not listening(5672):
-            pytest.fail("started rabbitmq-server but nothing listens on 127.0.0.1:5672 after 90 s")
-    return AMQP_URL
+def amqp_url() -> Iterator[str]:
+    """The real RabbitMQ: the shared broker, started if nothing listens on 127.0.0.1:5672
+    (tests/support/brokers.py); never skipped silently. What the session's tests declared
+    there is deleted at its end."""
+    if AMQP_URL == DEFAULT_AMQP_URL:
+        try:
+            start_shared_broker()
+        except RuntimeError as exc:
+            pytest.fail(f"no RabbitMQ on 127.0.0.1:5672, and a node of the tests' own did not start: {exc}")
+    yield AMQP_URL
+    try:
+        asyncio.run(SHARED_DECLARED.forget(AMQP_URL))
+    except Exception as exc:  # tidying only: the tests have passed or failed already
+        warnings.warn(f"could not delete the tests' queues on the shared broker: {exc!r}", stacklevel=1)
 
 
 @pytest.fixture(scope="session")

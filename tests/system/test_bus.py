@@ -12,7 +12,7 @@ import pytest
 
 from shared.bus.rabbitmq import RabbitBus
 from shared.events import Event, EventType, Subject
-from tests.support.brokers import RabbitNode
+from tests.support.brokers import SHARED_DECLARED, RabbitNode
 
 
 def event(i: int, type_: EventType = EventType.ACTION_READY) -> Event:
@@ -39,6 +39,7 @@ async def buses(amqp_url: str):
     yield make, exchange
     for bus in made:
         await bus.close()
+    SHARED_DECLARED.bus(exchange, [f"{exchange}.{queue}" for queue in ("q", "shared", "broken")])
 
 
 async def test_events_round_trip_by_topic(buses) -> None:
