@@ -18,8 +18,11 @@ def pair(prefix: str) -> dict:
 async def test_marked_dataset_with_whole_file_is_taken_back_not_recomputed(system: Api) -> None:
     wf = await system.run(pair("revive"))
     mid = wf["actions"][0]["hash"]
-    # Freeze deletion: park the dataset manager's view by marking it while claims keep it.
-    await system.db.datasets.update_one({"_id": mid}, {"$set": {"state": "STORED_TO_DELETE"}})
+    # Marked, with deletion parked: a claim (an action of another workflow, still to read
+    # it) keeps the dataset manager's 0.5 s scrape from taking it before the submission.
+    await system.db.datasets.update_one(
+        {"_id": mid}, {"$set": {"state": "STORED_TO_DELETE"}, "$addToSet": {"claims": "wf-parked.1"}}
+    )
     other = {"name": "reader", "actions": [shell_action(1, "revive-mid"), shell_action(2, "revive-new", [1])]}
     plan = await system.submit(other)
     assert decisions(plan) == {1: "reuse", 2: "compute"}
