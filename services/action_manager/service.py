@@ -161,9 +161,7 @@ class ActionManager:
         now = time.time()
         if len(candidates) < limit and now - self.stale_looked_at >= self.settings.scrape_interval:
             self.stale_looked_at = now
-            candidates += await acts.in_state(
-                store, A.PROCESSING, {"lease_at": {"$lt": stale}}, fields, limit=limit - len(candidates)
-            )
+            candidates += await acts.stale_leases(store, A.PROCESSING, stale, fields, limit=limit - len(candidates))
         out = []
         for c in candidates:
             res = await self.take(c["_id"], c["state"], c.get("lease_at"))

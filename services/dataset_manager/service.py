@@ -84,8 +84,8 @@ class DatasetManager:
         if room <= 0:
             return False
         stale = time.time() - self.settings.stale_after
-        datasets = self.ctx.store.datasets
-        found = [d async for d in datasets.find({"state": D.STORED_TO_DELETE, **UNCLAIMED}).limit(room)]
+        store, fields = self.ctx.store, {"state": 1, "lease_at": 1}
+        found = await ds.marked_unclaimed(store, room, fields)
         # One equality on state per query: index-served on every store we run on ($in is not on nx-27017).
         # A lease turns stale only after stale_after: looked for once per scrape interval, not
         # on every finished action that wakes the scraper (docs/architecture.md, "Query forms").
@@ -95,10 +95,7 @@ class DatasetManager:
             self.stale_looked_at = now
         for state in (D.PROCESSING, D.DELETING):
             if look and len(found) < room:
-                found += [
-                    d
-                    async for d in datasets.find({"state": state, "lease_at": {"$lt": stale}}).limit(room - len(found))
-                ]
+                found += await ds.stale_leases(store, state, stale, room - len(found), fields)
         claimed = 0
         lease = {"lease_owner": self.owner, "lease_at": time.time()}
         for d in found:
@@ -208,7 +205,7 @@ class DatasetManager:
         for state in (D.STORED, D.LEAF):
             # Hashes first (equality on state: index-served), then the documents a chunk at a
             # time ($in on _id: index-served), fresh, so a dataset that moved meanwhile is skipped.
-            hashes = [d["_id"] async for d in store.datasets.find({"state": str(state)}, {"_id": 1})]
+            hashes = await ds.hashes_in_state(store, state)
             for i in range(0, len(hashes), RECONCILE_CHUNK):
                 docs = await ds.get_many(store, hashes[i : i + RECONCILE_CHUNK], RECONCILE_FIELDS)
                 for d in docs.values():
