@@ -154,7 +154,7 @@ def label(sender: str) -> str:
 ROLES = ["finishing the parent, readying the child", "claiming the child", "after the child started, or beside"]
 CRITICAL = ("service.on_callback", "actions.take_finish_lease", "datasets.get", "ending.succeed: record_output",
             "ending.ready_children")  # fmt: skip
-STARTING = ("service.claim_attempt", "service.inputs_ready")
+STARTING = ("starting.claim_attempt", "starting.inputs_ready")
 
 
 def role(name: str) -> str:

@@ -10,7 +10,7 @@ in one run.
 Every job, in every tool, is the same no-op: the argv ``mkdir -p <input paths...> <output
 path>``. Pingo runs SHELL actions whose command is ``["mkdir", "-p"]``: its local
 executor appends the action's additionalInput values, then its parents' output paths,
-then the attempt's output path (services/action_manager/service.py, JobRequest
+then the attempt's output path (shared/lifecycle/starting.py, JobRequest
 arguments), so the output path is the last argument and a chain job also names its
 parent's output, which already exists. The peers are given the same argv: Snakemake as
 its ``shell:`` directive (Snakemake runs it with bash; a ``run:`` directive would spawn

@@ -1,9 +1,7 @@
-"""The action manager (thesis section 3.3): scraper -> bounded queue -> pool of submitters.
-
-PROCESSING is the synchronisation state: a scraper owns an action once its guarded
-READY -> PROCESSING write wins, and only the owner (by lease) moves it to SUBMITTED. A
-PROCESSING lease older than ``stale_after`` (its manager died) is taken again by any
-scraper. Submit errors go back to READY, counted, and FAILED past the ceiling.
+"""The action manager (thesis section 3.3): a scraper claims READY actions into a bounded
+queue that a pool of submitters empties; the READY event's claim; job retention. How an
+attempt is claimed and started is ``shared.lifecycle.starting``; this service holds the
+triggers that call it.
 """
 
 from __future__ import annotations
@@ -12,25 +10,19 @@ import asyncio
 import logging
 import os
 import socket
-import time
-import urllib.parse
 import uuid
-from typing import Any
 
 from shared import logs
 from shared.events import Event, EventType
-from shared.executors.base import JobFenced, JobRequest
-from shared.lifecycle import attempts
-from shared.lifecycle.replanning import CannotReplan
-from shared.metrics import QUEUE_DEPTH, READY_TO_SUBMIT, SUBMIT_ERRORS
+from shared.lifecycle.replanning import Replanner
+from shared.lifecycle.starting import Starter
+from shared.metrics import QUEUE_DEPTH
 from shared.runtime import Context
-from shared.states import ActionState
-from shared.store import actions as acts
 from shared.store.actions import ActionDoc
 from shared.ticker import Ticker, cancel_all, forever
+from shared.work_queue import WorkQueue
 
 log = logging.getLogger(__name__)
-A = ActionState
 
 
 class ActionManager:
@@ -40,26 +32,27 @@ class ActionManager:
         self.ctx = ctx
         self.settings = ctx.settings
         self.owner = f"{self.name}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.queue: asyncio.Queue[ActionDoc] = asyncio.Queue(self.settings.queue_size)
-        self.ticker = Ticker(self.settings.scrape_interval)
-        self.outcomes = ctx.outcomes(self.name)
-        self.mover = self.outcomes.mover
+        outcomes = ctx.outcomes(self.name)
+        replanner = Replanner(ctx.store, ctx.storage, outcomes.mover, self.name, outcomes.ready, outcomes.abandon)
+        self.starter = Starter(
+            ctx.store, ctx.storage, ctx.executor, outcomes.mover, outcomes, replanner, self.settings, self.owner
+        )
+        self.work: WorkQueue[ActionDoc] = WorkQueue(
+            "action scraper", size=self.settings.queue_size, workers=self.settings.submitters,
+            ticker=Ticker(self.settings.scrape_interval), claim=self.starter.claim, work=self.starter.submit,
+            failed="submitting %s failed unexpectedly", key=lambda a: a["_id"],
+            about=lambda a: logs.about(a.get("workflow_id"), a["_id"]), refill=True, depth=QUEUE_DEPTH,
+        )  # fmt: skip
         self.tasks: list[asyncio.Task] = []
-        # The last scrape found more READY actions than the queue had room for.
-        self.backlog = False
-        # When stale PROCESSING leases were last looked for (see claim).
-        self.stale_looked_at = 0.0
 
     async def start(self) -> None:
-        self.tasks.append(asyncio.create_task(forever("action scraper", self.scrape, self.ticker)))
-        for _ in range(self.settings.submitters):
-            self.tasks.append(asyncio.create_task(self.submitter()))
+        self.tasks += self.work.start()
         if self.settings.job_retention > 0:
             # This service makes the job folders, so it prunes them (docs/operations.md, "Job retention").
             # A look reads every job folder kept: a quarter of the retention is soon enough (at most
             # hourly), not every settle interval.
             ticker = Ticker(max(self.settings.settle_interval, min(self.settings.job_retention / 4, 3600.0)))
-            self.tasks.append(asyncio.create_task(forever("job retention", self.prune_jobs, ticker)))
+            self.tasks.append(asyncio.create_task(forever("job retention", self.starter.prune_jobs, ticker)))
         # Subscribed last: the loops run on their timers even while the broker is away
         # (events only wake them sooner).
         await self.ctx.bus.subscribe(
@@ -78,278 +71,14 @@ class ActionManager:
         attempt, output_path = event.payload.get("attempt"), event.payload.get("output_path")
         if (
             event.type == EventType.ACTION_READY and action_id and isinstance(attempt, int) and output_path
-            and self.settings.submitters > 0 and self.queue.qsize() < self.queue.maxsize
+            and self.work.has_room()
         ):  # fmt: skip
             try:
-                taken = await self.claim_attempt(action_id, attempt, str(output_path))
+                taken = await self.starter.claim_attempt(action_id, attempt, str(output_path))
             except Exception as exc:  # the store away: the scrape's timer retries
                 log.warning("claiming %s on its READY event failed: %s", action_id, exc)
                 taken = None
             if taken is not None:
-                await self.queue.put(taken)
-                QUEUE_DEPTH.set(self.queue.qsize())
+                await self.work.put(taken)
                 return
-        self.ticker.poke()
-
-    async def claim_attempt(self, action_id: str, attempt: int, output_path: str) -> ActionDoc | None:
-        """READY -> SUBMITTED: the next attempt recorded, ours, in one write. Guarded by the
-        attempt the READY event named (an event about an earlier READY finds it moved on)
-        and by the absence of a kill request, as the PROCESSING -> SUBMITTED move is."""
-        now = time.time()
-        fields = self.attempt_fields(action_id, output_path, attempt + 1, now)
-        return await self.mover.action(
-            action_id, A.SUBMITTED, by=self.owner, sources=[A.READY],
-            where={"attempt": attempt, "kill_requested": {"$ne": True}},
-            set={"lease_owner": self.owner, "lease_at": now, **fields},
-        )  # fmt: skip
-
-    def attempt_fields(self, action_id: str, output_path: str, attempt: int, now: float) -> dict[str, Any]:
-        """What the move to SUBMITTED records of the attempt it starts (its timeout clock is
-        set with its job id: ``acts.record_job``)."""
-        return {
-            "attempt": attempt,
-            "external_id": f"{action_id}#{attempt}",
-            "attempt_path": self.ctx.storage.attempt_path(output_path, action_id, attempt),
-            "submitted_at": now,
-            "next_poll_at": now + self.settings.poll_interval,
-            "poll_count": 0,
-            "job_id": None,
-            "finish_lease_at": 0.0,
-            "executor": self.ctx.executor.name,
-            "started_at": None,  # an earlier attempt's
-            "timeout_at": None,  # an earlier attempt's; set again with the job id
-        }
-
-    async def prune_jobs(self) -> bool:
-        """Remove what the executor keeps of jobs that ended more than ``job_retention`` ago.
-        The jobs of attempts still in flight stay whatever their job says: the poller has
-        yet to read how they ended."""
-        keep: set[str] = set()
-        for state in (A.SUBMITTED, A.RUNNING):
-            keep |= {
-                a["job_id"] for a in await acts.in_state(self.ctx.store, state, fields={"job_id": 1}) if a.get("job_id")
-            }
-        removed = await self.ctx.executor.prune(time.time() - self.settings.job_retention, keep)
-        if removed:
-            log.info("removed %d job folder(s) past their retention", removed)
-        return False
-
-    async def scrape(self) -> bool:
-        """Claim up to the queue's free room; True when a full batch was found (more may wait)."""
-        room = self.queue.maxsize - self.queue.qsize()
-        if room <= 0:
-            self.backlog = True
-            return False
-        claimed, seen = await self.claim(room)
-        for action in claimed:
-            await self.queue.put(action)
-        QUEUE_DEPTH.set(self.queue.qsize())
-        # More may be READY than the queue holds: the submitters call for more as they empty
-        # it. A full batch found counts even if other managers took some of it first:
-        # otherwise this one would wait for its timer while actions are still READY.
-        self.backlog = seen >= room
-        return self.backlog
-
-    async def claim(self, limit: int) -> tuple[list[ActionDoc], int]:
-        """The actions taken, and how many were found to take."""
-        stale = time.time() - self.settings.stale_after
-        store, fields = self.ctx.store, {"lease_at": 1, "state": 1}
-        candidates = await acts.in_state(store, A.READY, fields=fields, sort="updated_at", limit=limit)
-        # A lease turns stale only after stale_after, so looking once per scrape interval is
-        # soon enough; a scrape an event woke (an action just turned READY: a chain's hop)
-        # does not pay that query (docs/architecture.md, "Query forms").
-        now = time.time()
-        if len(candidates) < limit and now - self.stale_looked_at >= self.settings.scrape_interval:
-            self.stale_looked_at = now
-            candidates += await acts.in_state(
-                store, A.PROCESSING, {"lease_at": {"$lt": stale}}, fields, limit=limit - len(candidates)
-            )
-        out = []
-        for c in candidates:
-            res = await self.take(c["_id"], c["state"], c.get("lease_at"))
-            if res is not None:
-                out.append(res)
-        return out, len(candidates)
-
-    async def take(self, action_id: str, state: A, lease_at: float | None = None) -> ActionDoc | None:
-        """READY (or a stale PROCESSING lease) -> PROCESSING, ours: one guarded move."""
-        return await self.mover.action(
-            action_id, A.PROCESSING, by=self.owner, sources=[state],
-            where={} if state == A.READY else {"lease_at": lease_at},
-            set={"lease_owner": self.owner, "lease_at": time.time()},
-            note=None if state == A.READY else "stale lease taken over",
-        )  # fmt: skip
-
-    async def submitter(self) -> None:
-        while True:
-            action = await self.queue.get()
-            QUEUE_DEPTH.set(self.queue.qsize())
-            if self.backlog and self.queue.qsize() <= self.queue.maxsize // 2:
-                self.backlog = False
-                self.ticker.poke()
-            try:
-                with logs.about(action.get("workflow_id"), action["_id"]):
-                    await self.submit(action)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                with logs.about(action.get("workflow_id"), action["_id"]):
-                    log.exception("submitting %s failed unexpectedly", action["_id"])
-            finally:
-                self.queue.task_done()
-
-    async def inputs_ready(self, action: ActionDoc, guard: dict[str, Any]) -> bool:
-        """Just before the start, every input must be there (one ``exists`` each). One that
-        vanished since planning is produced again inside the workflow (docs/planning.md,
-        "Re-planning"), and the action waits for it instead of failing on a missing input.
-        ``guard``: the ``sources`` and ``where`` of a move that holds while the action is
-        still ours and has no job."""
-        paths = action.get("input_paths", [])
-        found = await asyncio.gather(*(self.ctx.storage.exists(p) for p in paths))
-        if all(found):
-            return True
-        gone = [p for p, ok in zip(paths, found, strict=True) if not ok]
-        log.warning("%s: input %s gone before the start; re-planning its producers", action["_id"], ", ".join(gone))
-        replanner = self.outcomes.following.replanner
-        try:
-            pending, claims = await replanner.inputs(action)
-        except CannotReplan as exc:
-            await self.outcomes.end(action, A.FAILED, "input_missing", str(exc), **guard)
-            return False
-        if not pending:
-            return True
-        moved = await self.mover.action(
-            action["_id"], A.WAITING, by=self.owner, **guard,
-            set={"pending_parents": pending, "claims": claims}, note=f"input gone: waits for {', '.join(pending)}",
-        )  # fmt: skip
-        if moved is not None:
-            await replanner.recheck(action["_id"], pending)
-        return False
-
-    async def start_attempt(self, action: ActionDoc) -> ActionDoc | None:
-        """PROCESSING (our lease) -> SUBMITTED once its inputs are there: the attempt the
-        scrape claimed, recorded. None if it is not to be submitted (an input gone, the
-        lease taken over, its workflow being killed)."""
-        lease = {"lease_owner": self.owner, "lease_at": action["lease_at"]}
-        if not action.get("kill_requested") and not await self.inputs_ready(
-            action, {"sources": [A.PROCESSING], "where": lease}
-        ):
-            return None
-        fields = self.attempt_fields(
-            action["_id"], action["output_path"], int(action.get("attempt", 0)) + 1, time.time()
-        )
-        res = await self.mover.action(
-            action["_id"], A.SUBMITTED, by=self.owner, sources=[A.PROCESSING],
-            # Its workflow is being killed: leave it to the kill, which ends it KILLED.
-            where={**lease, "kill_requested": {"$ne": True}}, set=fields,
-        )  # fmt: skip
-        if res is None:
-            # The lease was taken over (someone else has it), or its workflow is being
-            # killed: then it is ours to end, if the kill did not end it already.
-            mine = await acts.get(self.ctx.store, action["_id"])
-            if mine and mine.get("kill_requested") and mine["state"] == A.PROCESSING:
-                await self.outcomes.end(mine, A.KILLED, "killed", sources=[A.PROCESSING], where=lease, by=self.owner)
-        return res
-
-    async def submit(self, action: ActionDoc) -> None:
-        store, storage, executor = self.ctx.store, self.ctx.storage, self.ctx.executor
-        if action["state"] == A.SUBMITTED:  # claimed on its READY event: no job yet
-            res = action
-            no_job = {"sources": [A.SUBMITTED], "where": {"external_id": action["external_id"], "job_id": None}}
-            if time.time() - float(action["lease_at"]) > self.settings.stale_after / 2:
-                # Queued long enough that the poller may soon judge its submitter lost (it
-                # takes back a SUBMITTED attempt with no job after PINGO_STALE_AFTER): is it still ours?
-                mine = await acts.get(store, action["_id"], {"state": 1, "external_id": 1})
-                if not mine or mine["state"] != A.SUBMITTED or mine.get("external_id") != action["external_id"]:
-                    return
-            if not await self.inputs_ready(action, no_job):
-                return
-        else:
-            res = await self.start_attempt(action)
-            if res is None:
-                return
-        attempt, external_id, attempt_path = res["attempt"], res["external_id"], res["attempt_path"]
-        now = time.time()
-        # An action turns READY when its last parent ends: this is parent end -> child start.
-        ready = [h["at"] for h in res.get("history") or [] if h.get("state") == A.READY]
-        if ready:
-            READY_TO_SUBMIT.observe(max(0.0, now - ready[-1]))
-        definition = res["definition"]
-        try:
-            await storage.prepare(attempt_path, user=res.get("owner"))
-            # Submitting an external id again returns its job (the Executor contract): no find first.
-            job_id = await executor.submit(
-                JobRequest(
-                    action_id=res["_id"],
-                    external_id=external_id,
-                    type=definition["type"],
-                    name=definition["name"],
-                    action_folder=res.get("action_folder_path"),
-                    main_class=definition.get("mainClassName"),
-                    command=definition.get("command"),
-                    arguments=[
-                        *(p["value"] for p in definition.get("additionalInput", [])),
-                        *res.get("input_paths", []),
-                        attempt_path,
-                    ],
-                    inputs=res.get("input_paths", []),
-                    configuration={p["key"] or "": p["value"] for p in definition.get("configurationParameters", [])},
-                    secret_keys=[p["key"] for p in definition.get("configurationParameters", []) if p.get("secret")],
-                    notify_url=self.notify_url(res),
-                    owner=res.get("owner"),
-                    mapper=definition.get("mapper"),
-                    reducer=definition.get("reducer"),
-                    input_format=definition.get("inputFormat"),
-                    output_format=definition.get("outputFormat"),
-                    application=definition.get("application"),
-                    spark_opts=definition.get("sparkOpts") or [],
-                )
-            )
-        except JobFenced as exc:
-            # This submitter was slower than its lease: the poller took the attempt back
-            # (the next one is its own), and no job of this one was started.
-            log.warning("%s: %s", res["_id"], exc)
-            return
-        except Exception as exc:
-            await self.submit_failed(res, external_id, exc)
-            return
-        if self.settings.fault_crash_after_submit:
-            log.critical("fault injection: exiting after submitting %s as %s, before recording it", external_id, job_id)
-            os._exit(137)
-        done = await acts.record_job(store, res["_id"], external_id, job_id, res.get("timeout_seconds"))
-        if done is not None:
-            await self.mover.publish(EventType.ACTION_SUBMITTED, "action", res, job_id=job_id, attempt=attempt)
-        # Killed while we were submitting (no longer SUBMITTED, or flagged): the job must not run on.
-        await self.outcomes.stop_if_killed(done, job_id)
-
-    def notify_url(self, action: ActionDoc) -> str:
-        base = self.settings.callback_url.rstrip("/")
-        # An action id may hold what a URL path cannot (a space, '#'): percent-encoded.
-        path = urllib.parse.quote(action["_id"], safe="")
-        return f"{base}/callback/{path}?secret={action['secret']}&jobId=$jobId&status=$status"
-
-    async def submit_failed(self, action: ActionDoc, external_id: str, exc: Exception) -> None:
-        """Back to READY, counted; past the retry ceiling the action ends FAILED, by the
-        one ending protocol."""
-        SUBMIT_ERRORS.inc()
-        errors = int(action.get("submit_errors", 0)) + 1
-        refused = bool(getattr(exc, "refusal", False))
-        tries = "not retried: refused" if refused else f"{errors}/{self.settings.submit_retry_ceiling}"
-        message = f"submit failed ({tries}): {exc}"
-        log.warning("%s: %s", action["_id"], message)
-        guard = {"sources": [A.SUBMITTED], "where": {"external_id": external_id}, "note": message}
-        record = attempts.record(action, attempts.SUBMIT_FAILED, message)
-        if (await acts.get(self.ctx.store, action["_id"], {"kill_requested": 1}) or {}).get("kill_requested"):
-            # Killed while it was being submitted: no retry, it ends KILLED.
-            await self.outcomes.end(action, A.KILLED, "killed", message, by=self.owner, record=record, **guard)
-        elif errors >= self.settings.submit_retry_ceiling or refused:
-            # A refusal (a permission denied, a proxy user not trusted) would only be refused again.
-            await self.outcomes.end(
-                action, A.FAILED, "submit_failed", message, by=self.owner, set={"submit_errors": errors},
-                record=record, **guard,
-            )  # fmt: skip
-        else:
-            await self.mover.action(
-                action["_id"], A.READY, by=self.owner, set={"submit_errors": errors, "error": message},
-                push={"attempt_log": record}, **guard,
-            )  # fmt: skip
+        self.work.poke()

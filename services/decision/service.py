@@ -17,8 +17,6 @@ import socket
 import time
 import uuid
 
-from pymongo.errors import DuplicateKeyError
-
 from shared.events import Event, EventType
 from shared.eviction import Candidate, Workload, get_algorithm
 from shared.eviction.budget import bytes_to_free
@@ -27,26 +25,11 @@ from shared.runtime import Context
 from shared.states import DatasetState
 from shared.store import actions as acts
 from shared.store import datasets as ds
+from shared.store import locks
 from shared.ticker import SUMMARY_COALESCE, Ticker, cancel_all, forever
 
 log = logging.getLogger(__name__)
 D = DatasetState
-
-
-async def take_lease(ctx: Context, name: str, owner: str, seconds: float) -> bool:
-    now = time.time()
-    locks = ctx.store.locks
-    res = await locks.find_one_and_update(
-        {"_id": name, "$or": [{"until": {"$lt": now}}, {"owner": owner}]},
-        {"$set": {"owner": owner, "until": now + seconds}},
-    )
-    if res is not None:
-        return True
-    try:
-        await locks.insert_one({"_id": name, "owner": owner, "until": now + seconds})
-        return True
-    except DuplicateKeyError:
-        return False
 
 
 class DecisionService:
@@ -94,7 +77,7 @@ class DecisionService:
 
     async def run_once(self) -> bool:
         lease = max(self.settings.decision_lease, 3 * self.settings.decision_interval)
-        if not await take_lease(self.ctx, "decision", self.owner, lease):
+        if not await locks.take(self.ctx.store, "decision", self.owner, lease):
             return False
         capacity = self.settings.capacity_bytes
         used = await self.usage()

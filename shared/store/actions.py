@@ -198,6 +198,14 @@ async def in_state(
     return [decode(a) async for a in cursor]
 
 
+async def stale_leases(
+    store: Store, state: ActionState, before: float, fields: dict[str, int] | None = None, limit: int = 0
+) -> list[ActionDoc]:
+    """Actions in ``state`` whose lease was taken before ``before`` (their holder died),
+    at most ``limit`` (0: all)."""
+    return await in_state(store, state, {"lease_at": {"$lt": before}}, fields, limit=limit)
+
+
 async def live_counts(store: Store, cap: int) -> dict[str, int]:
     """How many actions are in each live state, each counted up to ``cap``: one equality
     on the state per state (index-served), ids only, never a scan of ended actions."""

@@ -150,6 +150,27 @@ async def deletable(store: Store) -> list[dict[str, Any]]:
     return [d async for d in store.datasets.find({"state": str(D.STORED), "claims": {"$size": 0}}, {"history": 0})]
 
 
+async def marked_unclaimed(store: Store, limit: int, fields: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """At most ``limit`` STORED_TO_DELETE datasets no action claims: what the dataset
+    manager deletes."""
+    query = {"state": str(D.STORED_TO_DELETE), "claims": {"$size": 0}}
+    return [d async for d in store.datasets.find(query, fields).limit(limit)]
+
+
+async def stale_leases(
+    store: Store, state: DatasetState, before: float, limit: int, fields: dict[str, int] | None = None
+) -> list[dict[str, Any]]:
+    """At most ``limit`` datasets in ``state`` whose lease was taken before ``before`` (its
+    holder died): one equality on state, index-served ($in is not on nx-27017)."""
+    query = {"state": str(state), "lease_at": {"$lt": before}}
+    return [d async for d in store.datasets.find(query, fields).limit(limit)]
+
+
+async def hashes_in_state(store: Store, state: DatasetState) -> list[str]:
+    """The hashes of every dataset in ``state`` (an equality on state: index-served)."""
+    return [d["_id"] async for d in store.datasets.find({"state": str(state)}, {"_id": 1})]
+
+
 async def live_among(store: Store, names: list[str]) -> set[str]:
     """Those of ``names`` that are datasets not DELETED: their files belong to them. Read
     by _id, so the cost follows the folders on disk, not the history of every dataset

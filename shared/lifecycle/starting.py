@@ -1,0 +1,304 @@
+"""Starting an action: its attempt claimed and handed to the executor (thesis section 3.3;
+docs/architecture.md, "action_manager").
+
+PROCESSING is the synchronisation state: a scraper owns an action once its guarded
+READY -> PROCESSING write wins, and only the owner (by lease) moves it to SUBMITTED. A
+PROCESSING lease older than ``stale_after`` (its manager died) is taken again by any
+scraper. An action named by its READY event is claimed READY -> SUBMITTED in one write
+instead. Its inputs are checked just before its job is made; one gone is re-planned.
+Submit errors go back to READY, counted, and FAILED past the ceiling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shared.config import Settings
+from shared.events import EventType
+from shared.executors.base import Executor, JobFenced, JobRequest
+from shared.lifecycle import attempts
+from shared.lifecycle.moves import Mover
+from shared.lifecycle.replanning import CannotReplan
+from shared.metrics import READY_TO_SUBMIT, SUBMIT_ERRORS
+from shared.states import ActionState
+from shared.storage import Storage
+from shared.store import Store
+from shared.store import actions as acts
+from shared.store.actions import ActionDoc
+
+log = logging.getLogger(__name__)
+A = ActionState
+
+
+class Ending(Protocol):
+    """How a start that cannot go on ends its action (``shared.lifecycle.ending``)."""
+
+    async def end(
+        self, action: ActionDoc, target: ActionState, reason: str, error: str | None = None, *,
+        sources: list[ActionState], where: dict[str, Any] | None = None, set: dict[str, Any] | None = None,
+        note: str | None = None, by: str | None = None, record: dict[str, Any] | None = None,
+    ) -> ActionDoc | None: ...  # fmt: skip
+
+    async def stop_if_killed(self, action: ActionDoc | None, job_id: str) -> None: ...
+
+
+class InputReplanning(Protocol):
+    """How an input gone before the start is made again (``shared.lifecycle.replanning``)."""
+
+    async def inputs(self, action: ActionDoc) -> tuple[list[str], list[str]]: ...
+
+    async def recheck(self, action_id: str, pending: list[str]) -> None: ...
+
+
+@dataclass
+class Starter:
+    store: Store
+    storage: Storage
+    executor: Executor
+    mover: Mover
+    ending: Ending
+    replanning: InputReplanning
+    settings: Settings
+    owner: str  # the lease owner: this manager
+    # When stale PROCESSING leases were last looked for (see claim).
+    stale_looked_at: float = 0.0
+
+    async def claim_attempt(self, action_id: str, attempt: int, output_path: str) -> ActionDoc | None:
+        """READY -> SUBMITTED: the next attempt recorded, ours, in one write. Guarded by the
+        attempt the READY event named (an event about an earlier READY finds it moved on)
+        and by the absence of a kill request, as the PROCESSING -> SUBMITTED move is."""
+        now = time.time()
+        fields = self.attempt_fields(action_id, output_path, attempt + 1, now)
+        return await self.mover.action(
+            action_id, A.SUBMITTED, by=self.owner, sources=[A.READY],
+            where={"attempt": attempt, "kill_requested": {"$ne": True}},
+            set={"lease_owner": self.owner, "lease_at": now, **fields},
+        )  # fmt: skip
+
+    def attempt_fields(self, action_id: str, output_path: str, attempt: int, now: float) -> dict[str, Any]:
+        """What the move to SUBMITTED records of the attempt it starts (its timeout clock is
+        set with its job id: ``acts.record_job``)."""
+        return {
+            "attempt": attempt,
+            "external_id": f"{action_id}#{attempt}",
+            "attempt_path": self.storage.attempt_path(output_path, action_id, attempt),
+            "submitted_at": now,
+            "next_poll_at": now + self.settings.poll_interval,
+            "poll_count": 0,
+            "job_id": None,
+            "finish_lease_at": 0.0,
+            "executor": self.executor.name,
+            "started_at": None,  # an earlier attempt's
+            "timeout_at": None,  # an earlier attempt's; set again with the job id
+        }
+
+    async def prune_jobs(self) -> bool:
+        """Remove what the executor keeps of jobs that ended more than ``job_retention`` ago
+        (the starter makes the job folders, so it prunes them). The jobs of attempts still
+        in flight stay whatever their job says: the poller has yet to read how they ended."""
+        keep: set[str] = set()
+        for state in (A.SUBMITTED, A.RUNNING):
+            in_flight = await acts.in_state(self.store, state, fields={"job_id": 1})
+            keep |= {a["job_id"] for a in in_flight if a.get("job_id")}
+        removed = await self.executor.prune(time.time() - self.settings.job_retention, keep)
+        if removed:
+            log.info("removed %d job folder(s) past their retention", removed)
+        return False
+
+    async def claim(self, limit: int) -> tuple[list[ActionDoc], int]:
+        """The actions taken (READY, or PROCESSING with a stale lease), and how many were found to take."""
+        stale = time.time() - self.settings.stale_after
+        fields = {"lease_at": 1, "state": 1}
+        candidates = await acts.in_state(self.store, A.READY, fields=fields, sort="updated_at", limit=limit)
+        # A lease turns stale only after stale_after, so looking once per scrape interval is
+        # soon enough; a scrape an event woke (an action just turned READY: a chain's hop)
+        # does not pay that query (docs/architecture.md, "Query forms").
+        now = time.time()
+        if len(candidates) < limit and now - self.stale_looked_at >= self.settings.scrape_interval:
+            self.stale_looked_at = now
+            candidates += await acts.stale_leases(
+                self.store, A.PROCESSING, stale, fields, limit=limit - len(candidates)
+            )
+        out = []
+        for c in candidates:
+            res = await self.take(c["_id"], c["state"], c.get("lease_at"))
+            if res is not None:
+                out.append(res)
+        return out, len(candidates)
+
+    async def take(self, action_id: str, state: A, lease_at: float | None = None) -> ActionDoc | None:
+        """READY (or a stale PROCESSING lease) -> PROCESSING, ours: one guarded move."""
+        return await self.mover.action(
+            action_id, A.PROCESSING, by=self.owner, sources=[state],
+            where={} if state == A.READY else {"lease_at": lease_at},
+            set={"lease_owner": self.owner, "lease_at": time.time()},
+            note=None if state == A.READY else "stale lease taken over",
+        )  # fmt: skip
+
+    async def inputs_ready(self, action: ActionDoc, guard: dict[str, Any]) -> bool:
+        """Just before the start, every input must be there (one ``exists`` each). One that
+        vanished since planning is produced again inside the workflow (docs/planning.md,
+        "Re-planning"), and the action waits for it instead of failing on a missing input.
+        ``guard``: the ``sources`` and ``where`` of a move that holds while the action is
+        still ours and has no job."""
+        paths = action.get("input_paths", [])
+        found = await asyncio.gather(*(self.storage.exists(p) for p in paths))
+        if all(found):
+            return True
+        gone = [p for p, ok in zip(paths, found, strict=True) if not ok]
+        log.warning("%s: input %s gone before the start; re-planning its producers", action["_id"], ", ".join(gone))
+        try:
+            pending, claims = await self.replanning.inputs(action)
+        except CannotReplan as exc:
+            await self.ending.end(action, A.FAILED, "input_missing", str(exc), **guard)
+            return False
+        if not pending:
+            return True
+        moved = await self.mover.action(
+            action["_id"], A.WAITING, by=self.owner, **guard,
+            set={"pending_parents": pending, "claims": claims}, note=f"input gone: waits for {', '.join(pending)}",
+        )  # fmt: skip
+        if moved is not None:
+            await self.replanning.recheck(action["_id"], pending)
+        return False
+
+    async def start_attempt(self, action: ActionDoc) -> ActionDoc | None:
+        """PROCESSING (our lease) -> SUBMITTED once its inputs are there: the attempt the
+        scrape claimed, recorded. None if it is not to be submitted (an input gone, the
+        lease taken over, its workflow being killed)."""
+        lease = {"lease_owner": self.owner, "lease_at": action["lease_at"]}
+        if not action.get("kill_requested") and not await self.inputs_ready(
+            action, {"sources": [A.PROCESSING], "where": lease}
+        ):
+            return None
+        fields = self.attempt_fields(
+            action["_id"], action["output_path"], int(action.get("attempt", 0)) + 1, time.time()
+        )
+        res = await self.mover.action(
+            action["_id"], A.SUBMITTED, by=self.owner, sources=[A.PROCESSING],
+            # Its workflow is being killed: leave it to the kill, which ends it KILLED.
+            where={**lease, "kill_requested": {"$ne": True}}, set=fields,
+        )  # fmt: skip
+        if res is None:
+            # The lease was taken over (someone else has it), or its workflow is being
+            # killed: then it is ours to end, if the kill did not end it already.
+            mine = await acts.get(self.store, action["_id"])
+            if mine and mine.get("kill_requested") and mine["state"] == A.PROCESSING:
+                await self.ending.end(mine, A.KILLED, "killed", sources=[A.PROCESSING], where=lease, by=self.owner)
+        return res
+
+    async def claimed_attempt(self, action: ActionDoc) -> ActionDoc | None:
+        """The attempt to submit of a claimed action: recorded now (PROCESSING, claimed by
+        the scrape) or already (SUBMITTED, claimed on its READY event). None if it is not
+        to be submitted."""
+        if action["state"] != A.SUBMITTED:
+            return await self.start_attempt(action)
+        no_job = {"sources": [A.SUBMITTED], "where": {"external_id": action["external_id"], "job_id": None}}
+        if time.time() - float(action["lease_at"]) > self.settings.stale_after / 2:
+            # Queued long enough that the poller may soon judge its submitter lost (it
+            # takes back a SUBMITTED attempt with no job after PINGO_STALE_AFTER): is it still ours?
+            mine = await acts.get(self.store, action["_id"], {"state": 1, "external_id": 1})
+            if not mine or mine["state"] != A.SUBMITTED or mine.get("external_id") != action["external_id"]:
+                return None
+        if not await self.inputs_ready(action, no_job):
+            return None
+        return action
+
+    async def submit(self, action: ActionDoc) -> None:
+        """Hand a claimed action's attempt to the executor and record its job."""
+        res = await self.claimed_attempt(action)
+        if res is None:
+            return
+        attempt, external_id = res["attempt"], res["external_id"]
+        # An action turns READY when its last parent ends: this is parent end -> child start.
+        ready = [h["at"] for h in res.get("history") or [] if h.get("state") == A.READY]
+        if ready:
+            READY_TO_SUBMIT.observe(max(0.0, time.time() - ready[-1]))
+        try:
+            await self.storage.prepare(res["attempt_path"], user=res.get("owner"))
+            # Submitting an external id again returns its job (the Executor contract): no find first.
+            job_id = await self.executor.submit(self.job_request(res))
+        except JobFenced as exc:
+            # This submitter was slower than its lease: the poller took the attempt back
+            # (the next one is its own), and no job of this one was started.
+            log.warning("%s: %s", res["_id"], exc)
+            return
+        except Exception as exc:
+            await self.submit_failed(res, external_id, exc)
+            return
+        if self.settings.fault_crash_after_submit:
+            log.critical("fault injection: exiting after submitting %s as %s, before recording it", external_id, job_id)
+            os._exit(137)
+        done = await acts.record_job(self.store, res["_id"], external_id, job_id, res.get("timeout_seconds"))
+        if done is not None:
+            await self.mover.publish(EventType.ACTION_SUBMITTED, "action", res, job_id=job_id, attempt=attempt)
+        # Killed while we were submitting (no longer SUBMITTED, or flagged): the job must not run on.
+        await self.ending.stop_if_killed(done, job_id)
+
+    def job_request(self, action: ActionDoc) -> JobRequest:
+        """What the executor is asked to run for the attempt ``action`` records."""
+        definition = action["definition"]
+        parameters = definition.get("configurationParameters", [])
+        return JobRequest(
+            action_id=action["_id"],
+            external_id=action["external_id"],
+            type=definition["type"],
+            name=definition["name"],
+            action_folder=action.get("action_folder_path"),
+            main_class=definition.get("mainClassName"),
+            command=definition.get("command"),
+            arguments=[
+                *(p["value"] for p in definition.get("additionalInput", [])),
+                *action.get("input_paths", []),
+                action["attempt_path"],
+            ],
+            inputs=action.get("input_paths", []),
+            configuration={p["key"] or "": p["value"] for p in parameters},
+            secret_keys=[p["key"] for p in parameters if p.get("secret")],
+            notify_url=self.notify_url(action),
+            owner=action.get("owner"),
+            mapper=definition.get("mapper"),
+            reducer=definition.get("reducer"),
+            input_format=definition.get("inputFormat"),
+            output_format=definition.get("outputFormat"),
+            application=definition.get("application"),
+            spark_opts=definition.get("sparkOpts") or [],
+        )
+
+    def notify_url(self, action: ActionDoc) -> str:
+        base = self.settings.callback_url.rstrip("/")
+        # An action id may hold what a URL path cannot (a space, '#'): percent-encoded.
+        path = urllib.parse.quote(action["_id"], safe="")
+        return f"{base}/callback/{path}?secret={action['secret']}&jobId=$jobId&status=$status"
+
+    async def submit_failed(self, action: ActionDoc, external_id: str, exc: Exception) -> None:
+        """Back to READY, counted; past the retry ceiling the action ends FAILED, by the
+        one ending protocol."""
+        SUBMIT_ERRORS.inc()
+        errors = int(action.get("submit_errors", 0)) + 1
+        refused = bool(getattr(exc, "refusal", False))
+        tries = "not retried: refused" if refused else f"{errors}/{self.settings.submit_retry_ceiling}"
+        message = f"submit failed ({tries}): {exc}"
+        log.warning("%s: %s", action["_id"], message)
+        guard = {"sources": [A.SUBMITTED], "where": {"external_id": external_id}, "note": message}
+        record = attempts.record(action, attempts.SUBMIT_FAILED, message)
+        if (await acts.get(self.store, action["_id"], {"kill_requested": 1}) or {}).get("kill_requested"):
+            # Killed while it was being submitted: no retry, it ends KILLED.
+            await self.ending.end(action, A.KILLED, "killed", message, by=self.owner, record=record, **guard)
+        elif errors >= self.settings.submit_retry_ceiling or refused:
+            # A refusal (a permission denied, a proxy user not trusted) would only be refused again.
+            await self.ending.end(
+                action, A.FAILED, "submit_failed", message, by=self.owner, set={"submit_errors": errors},
+                record=record, **guard,
+            )  # fmt: skip
+        else:
+            await self.mover.action(
+                action["_id"], A.READY, by=self.owner, set={"submit_errors": errors, "error": message},
+                push={"attempt_log": record}, **guard,
+            )  # fmt: skip
