@@ -16,9 +16,9 @@ import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from shared.lifecycle.lost import check_whole
+from shared.lifecycle.claims import meaning, whole
 from shared.lifecycle.moves import Mover
-from shared.states import ACTION_LIVE, ACTION_REOPENABLE, DATASET_REUSABLE, ActionState, DatasetState
+from shared.states import ACTION_LIVE, ACTION_REOPENABLE, ActionState
 from shared.storage import Storage
 from shared.store import Store
 from shared.store import actions as acts
@@ -27,7 +27,7 @@ from shared.store import workflows as wfs
 from shared.store.actions import ActionDoc
 
 log = logging.getLogger(__name__)
-A, D = ActionState, DatasetState
+A = ActionState
 # Concurrent re-planners of one parent: each guarded move either wins or sees the winner.
 ATTEMPTS = 5
 
@@ -97,7 +97,7 @@ class Replanner:
         if not parent.get("managed"):
             return await self.storage.exists(parent["output_path"])
         doc = await ds.get(self.store, parent["hash"])
-        if doc is None or doc["state"] not in DATASET_REUSABLE or not await self.present(doc):
+        if doc is None or not meaning(doc).stored or not await self.present(doc):
             return False
         lineage = doc.get("lineage") or {}
         return await ds.try_reuse(self.store, parent["hash"], lineage, [child_id], bool(parent.get("leaf")), self.by)
@@ -106,9 +106,7 @@ class Replanner:
         """Its files are there with the size recorded at commit; a dataset found missing
         or changed is marked LOST, as the planner does. Re-planning is recovery from a
         lost input already, so it always checks the size, whatever PINGO_VERIFY_REUSE says."""
-        if doc["state"] == D.PROCESSING:
-            return True  # being deleted: try_reuse takes it back only if it still can
-        verdict, _ = await check_whole(self.storage, self.mover, doc, "size")
+        verdict, _ = await whole(self.storage, doc, "size", self.mover)
         if not verdict.ok:
             log.warning("dataset %s: %s; marked lost", doc["_id"], verdict.describe(doc))
         return verdict.ok
