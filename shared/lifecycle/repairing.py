@@ -1,4 +1,4 @@
-"""Repairing what a crash interrupted (docs/architecture.md, "Crashes and repair").
+"""Repairing what a crash interrupted (docs/architecture.md, "The life of a workflow").
 
 Every step of a workflow's life leaves, if its writer dies half-way, something one of
 these sweeps finishes: a planning whose planner died (``PlanningSweep``, run by the

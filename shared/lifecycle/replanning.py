@@ -15,6 +15,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from shared.lifecycle.claims import meaning, whole
 from shared.lifecycle.moves import Mover
@@ -34,6 +35,15 @@ ATTEMPTS = 5
 
 class CannotReplan(RuntimeError):
     """A parent ended FAILED or KILLED: what depends on it cannot run."""
+
+
+class Replans(Protocol):
+    """Re-planning as its users see it: following's takeover, and the start of an attempt
+    whose input vanished (``inputs``, then ``recheck`` once the action WAITs)."""
+
+    async def inputs(self, action: ActionDoc) -> tuple[list[str], list[str]]: ...
+
+    async def recheck(self, action_id: str, pending: list[str]) -> None: ...
 
 
 @dataclass

@@ -16,6 +16,7 @@ import asyncio
 import dataclasses
 import logging
 import posixpath
+import secrets
 import time
 import uuid
 from dataclasses import dataclass
@@ -36,8 +37,9 @@ from shared.store import actions as acts
 from shared.store import datasets as ds
 from shared.store import workflows as wfs
 from shared.store.actions import ActionDoc
+from shared.store.transitions import history_entry
 from shared.ticker import cancel_all
-from shared.workflow_spec import ActionId, WorkflowSpec, masked_body
+from shared.workflow_spec import ActionId, WorkflowSpec, id_order, masked_body
 
 log = logging.getLogger(__name__)
 # Actions whose claims are asked of the store at once while planning: a resubmission whose
@@ -307,6 +309,70 @@ async def drop_unneeded(gate: StoreGate, planned: dict[ActionId, PlannedAction],
     await ds.release(gate.store, held, produced, BY, "followed a concurrent computation instead")
 
 
+def action_document(
+    wf_id: str,
+    p: PlannedAction,
+    planned: dict[ActionId, PlannedAction],
+    paths: dict[str, str],
+    output_of: dict[ActionId, str],
+    now: float,
+    saved_seconds: float,
+    by: str,
+    owner: str | None = None,
+) -> ActionDoc:
+    """The document of one planned action: WAITING/READY if computed (READY when no
+    computed or followed parent must finish first), FOLLOWING if its dataset is in
+    flight, REUSED/SKIPPED if not."""
+    a = p.spec
+    parents = sorted(a.parents, key=id_order)
+    computed = p.computed
+    pending = [f"{wf_id}.{q}" for q in parents if planned[q].pending] if computed else []
+    if computed:
+        state = A.WAITING if pending else A.READY
+    else:
+        state = {"stored": A.REUSED, "in_flight": A.FOLLOWING}.get(p.reason, A.SKIPPED)
+    doc = ActionDoc(
+        _id=f"{wf_id}.{a.id}",
+        workflow_id=wf_id,
+        owner=owner,
+        local_id=a.id,
+        name=a.name,
+        type=a.type.value,
+        definition=a.definition(),
+        hash=p.hash,
+        managed=a.isManaged,
+        force=a.forceComputation,
+        leaf=p.leaf,
+        decision=p.decision,
+        reason=p.reason,
+        output_path=output_of[a.id],
+        parents=[f"{wf_id}.{q}" for q in parents],
+        parent_local_ids=parents,
+        input_paths=[output_of[q] for q in parents],
+        children=[f"{wf_id}.{c}" for c in p.children if planned[c].computed] if p.pending else [],
+        pending_parents=pending,
+        # Every managed parent's dataset, reused or computed here: released when this action ends.
+        claims=[planned[q].hash for q in parents if planned[q].spec.isManaged] if computed else [],
+        state=str(state),
+        history=[history_entry(state, by, p.reason)],
+        created_at=now,
+        updated_at=now,
+        attempt=0,
+        submit_errors=0,
+        retries=a.retries.model_dump(),
+        timeout_seconds=a.timeoutSeconds,
+        failed_attempts=0,
+        attempt_log=[],
+        secret=secrets.token_urlsafe(18) if computed else None,
+        saved_seconds=0.0 if computed else saved_seconds,
+        followers=[],
+    )
+    if p.reason == "in_flight":
+        doc["follows"] = p.follows or f"{wf_id}.{p.follows_local}"
+    doc.update(paths)  # type: ignore[typeddict-item]  # the checked folder and output paths
+    return doc
+
+
 def action_documents(
     wf_id: str, spec: WorkflowSpec, planned: dict[ActionId, PlannedAction], paths: dict,
     output_of: dict[ActionId, str], now: float, known: dict[str, dict[str, Any]], owner: str | None,
@@ -315,7 +381,7 @@ def action_documents(
     action of this workflow listed by it, and a reused action's size and owner taken
     from the dataset it reuses."""
     docs = [
-        acts.new_document(
+        action_document(
             wf_id, planned[s.id], planned, paths.get(s.id, {}), output_of, now,
             ds.mean_seconds(known.get(planned[s.id].hash)) or 0.0, BY, owner,
         )

@@ -63,6 +63,75 @@ def test_import_rules() -> None:
     }
 
 
+# The store's front door (docs/architecture.md, "The life of a workflow"): the store is
+# the bottom layer; the engine (shared/lifecycle/) and the services named here ask it by
+# named functions, never a collection, and use none of its private helpers.
+FRONT_DOOR = [
+    "services.workflow_manager.service", "services.workflow_manager.submission", "services.workflow_manager.dry_run",
+    "services.callback.service", "shared.lifecycle.submitting", "shared.lifecycle.claims",
+    "shared.lifecycle.replanning", "shared.lifecycle.following", "shared.lifecycle.ending",
+    "shared.lifecycle.repairing",
+]  # fmt: skip
+COLLECTIONS = {"datasets", "actions", "workflows", "locks", "db"}
+QUERIES = {
+    "find", "find_one", "find_one_and_update", "update_one", "update_many", "insert_one", "insert_many",
+    "delete_one", "delete_many", "aggregate", "count_documents", "bulk_write", "replace_one",
+}  # fmt: skip
+
+
+def module_path(module: str) -> Path:
+    path = ROOT.joinpath(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def store_aliases(tree: ast.AST) -> set[str]:
+    """The names a module binds to modules of ``shared.store``."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("shared.store"):
+            names.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(a.asname or a.name for a in node.names if a.name.startswith("shared.store"))
+    return names
+
+
+def store_reaches(module: str) -> list[str]:
+    """Where ``module`` queries a collection itself or calls a private store helper."""
+    tree = ast.parse(module_path(module).read_text())
+    aliases = store_aliases(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        receiver = node.value
+        owner = receiver.id if isinstance(receiver, ast.Name) else getattr(receiver, "attr", None)
+        if owner in aliases and node.attr.startswith("_"):
+            found.append(f"{module}:{node.lineno} {owner}.{node.attr} (private)")
+        elif owner == "store" and node.attr in COLLECTIONS:
+            found.append(f"{module}:{node.lineno} store.{node.attr}")
+        elif node.attr in QUERIES and owner not in aliases:
+            found.append(f"{module}:{node.lineno} .{node.attr}()")
+    return found
+
+
+def test_the_store_is_the_bottom_layer_and_has_one_front_door() -> None:
+    graph = project_modules()
+    store = [m for m in graph if m == "shared.store" or m.startswith("shared.store.")]
+    above = {m: {i for i in graph[m] if i == "shared.planning" or i.startswith("shared.lifecycle")} for m in store}
+    assert {m: found for m, found in above.items() if found} == {}
+    assert [reach for m in FRONT_DOOR for reach in store_reaches(m)] == []
+
+
+def test_the_engine_takes_its_collaborators_not_the_runtime() -> None:
+    """Engine code is handed a store, a storage, a mover and settings, never the whole
+    runtime context; and the phases of a workflow's life import no service."""
+    graph = project_modules()
+    engine = {m: found for m, found in graph.items() if m.startswith("shared.lifecycle")}
+    assert {m: {i for i in found if i.startswith(("shared.runtime", "services"))} for m, found in engine.items()} == {
+        m: set() for m in engine
+    }
+
+
 def test_only_pingo_evaluate_needs_the_evaluation_extra() -> None:
     """numpy and matplotlib (``pingo[evaluation]``) are imported by the evaluation modules
     alone, and ``pingo whatif``, which the service image keeps, imports neither."""
