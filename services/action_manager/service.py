@@ -14,7 +14,6 @@ import uuid
 
 from shared import logs
 from shared.events import Event, EventType
-from shared.lifecycle.replanning import Replanner
 from shared.lifecycle.starting import Starter
 from shared.metrics import QUEUE_DEPTH
 from shared.runtime import Context
@@ -33,9 +32,15 @@ class ActionManager:
         self.settings = ctx.settings
         self.owner = f"{self.name}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         outcomes = ctx.outcomes(self.name)
-        replanner = Replanner(ctx.store, ctx.storage, outcomes.mover, self.name, outcomes.ready, outcomes.abandon)
         self.starter = Starter(
-            ctx.store, ctx.storage, ctx.executor, outcomes.mover, outcomes, replanner, self.settings, self.owner
+            ctx.store,
+            ctx.storage,
+            ctx.executor,
+            outcomes.mover,
+            outcomes,
+            outcomes.replanner,
+            self.settings,
+            self.owner,
         )
         self.work: WorkQueue[ActionDoc] = WorkQueue(
             "action scraper", size=self.settings.queue_size, workers=self.settings.submitters,

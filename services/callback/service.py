@@ -20,11 +20,11 @@ from aiohttp import web
 from shared import logs, problems
 from shared.connections import CappedRunner
 from shared.lifecycle import attempts
+from shared.lifecycle.repairing import Repairs
 from shared.metrics import CALLBACKS, POLL_LAG
 from shared.runtime import Context, health
-from shared.states import ActionState, WorkflowState
+from shared.states import ActionState
 from shared.store import actions as acts
-from shared.store import workflows as wfs
 from shared.store.actions import ActionDoc
 from shared.ticker import Ticker, cancel_all, forever
 
@@ -50,6 +50,7 @@ class CallbackService:
         self.outcomes = ctx.outcomes(self.name)
         self.mover = self.outcomes.mover
         self.poll_ticker = Ticker(min(1.0, self.settings.poll_interval))
+        self.repairs = Repairs.of(self.outcomes, self.settings.settle_interval)
         self.repair_ticker = Ticker(self.settings.settle_interval)
         self.tasks: list[asyncio.Task] = []
         self.pending: set[asyncio.Task] = set()
@@ -215,23 +216,5 @@ class CallbackService:
         )  # fmt: skip
 
     async def repair(self) -> bool:
-        """Finish what a crash interrupted: children left WAITING with no pending parent,
-        kills not fully applied, followers of an ended producer, workflows whose actions
-        all ended."""
-        store = self.ctx.store
-        for a in await acts.in_state(store, A.WAITING, {"pending_parents": {"$size": 0}}, {"_id": 1}):
-            await self.outcomes.ready(a["_id"])
-        # Kills whose applier (a gateway) died before it finished: applied again, idempotently.
-        grace = time.time() - self.settings.settle_interval
-        for wf in await wfs.in_state(store, WorkflowState.RUNNING, {"kill_requested_at": 1}, kill_applied=False):
-            if float(wf.get("kill_requested_at") or 0) < grace:
-                await self.outcomes.kill_workflow(wf["_id"])
-        # Followers whose producer ended without resolving them (a crash in between).
-        await self.outcomes.following.sweep()
-        # Cheap for a workflow whose count says actions are live; one quiet for a while is
-        # read whole, which also corrects a count a crash left too high.
-        quiet = time.time() - 3 * self.settings.settle_interval
-        for wf in await wfs.in_state(store, WorkflowState.RUNNING, {"last_move_at": 1, "created_at": 1}):
-            recount = float(wf.get("last_move_at") or wf.get("created_at") or 0) < quiet
-            await self.mover.settle(wf["_id"], recount=recount)
-        return False
+        """Finish what a crash interrupted (``shared.lifecycle.repairing.Repairs``)."""
+        return await self.repairs.run()

@@ -20,11 +20,11 @@ from pydantic import BeforeValidator, Field
 from services.workflow_manager.queries import Query
 from services.workflow_manager.views import View
 from shared.hashing import workflow_hashes
+from shared.lifecycle.claims import Claim, meaning, whole
 from shared.planning import PlannedAction, plan
 from shared.runtime import Context
-from shared.states import DATASET_REUSABLE, DatasetState
 from shared.storage import Storage
-from shared.storage.verification import Level, verify
+from shared.storage.verification import Level
 from shared.store import datasets as ds
 from shared.workflow_spec import ActionId, WorkflowSpec, id_order
 
@@ -77,7 +77,8 @@ class DryRun(View):
 
 
 class ReadOnlyGate:
-    """The planner's view of datasets, read once and never written: no claim is taken."""
+    """The planner's view of datasets, read once and never written: no claim is taken.
+    It asks the claim policy of a submission (``shared.lifecycle.claims``), read-only."""
 
     def __init__(self, storage: Storage, known: dict[str, dict[str, Any]], level: Level) -> None:
         self.storage, self.known, self.level = storage, known, level
@@ -87,26 +88,23 @@ class ReadOnlyGate:
         doc = self.known.get(h)
         if doc is None:
             return False
-        if doc["state"] not in DATASET_REUSABLE:
-            self.misses[h] = f"its dataset exists but is {doc['state']}"
+        found = meaning(doc, lineage)
+        if not found.stored:
+            self.misses[h] = found.why
             return False
-        if not ds._lineage_matches(doc, lineage):
-            self.misses[h] = "a stored dataset has this hash but another lineage (a hash collision)"
+        verdict, _ = await whole(self.storage, doc, self.level)  # no mover: nothing is marked
+        if not verdict.ok:
+            self.misses[h] = f"its stored output is not whole ({verdict.describe(doc)}): it would be computed again"
             return False
-        if doc["state"] != DatasetState.PROCESSING:  # being deleted: a real reuse takes it back unchecked
-            verdict = await verify(self.storage, doc, self.level)
-            if not verdict.ok:
-                self.misses[h] = f"its stored output is not whole ({verdict.describe(doc)}): it would be computed again"
-                return False
         return True
 
     async def try_follow(
         self, aid: ActionId, h: str, lineage: dict, claimants: list[ActionId], leaf: bool
     ) -> str | None:
         doc = self.known.get(h)
-        if doc is None or doc["state"] not in ds.IN_FLIGHT or not doc.get("producers"):
+        if doc is None or meaning(doc, lineage).claim is not Claim.FOLLOW:
             return None
-        return doc["producers"][0] if ds._lineage_matches(doc, lineage) else None
+        return doc["producers"][0]
 
 
 def _decision(p: PlannedAction) -> DryDecision:

@@ -12,14 +12,7 @@ from aiohttp import web
 from services.workflow_manager import action_logs, auth, guard, idempotency, openapi, provenance, queries, sharing, ui
 from services.workflow_manager.dry_run import SubmitQuery, dry_run
 from services.workflow_manager.guard import error
-from services.workflow_manager.submission import (
-    PlanningLost,
-    fingerprints,
-    new_workflow_id,
-    resolve_paths,
-    submit,
-    undo,
-)
+from services.workflow_manager.submission import fingerprints, resolve_paths
 from services.workflow_manager.views import (
     DatasetList,
     HistoryStats,
@@ -40,6 +33,8 @@ from services.workflow_manager.views import (
 )
 from shared import strict_json
 from shared.connections import CappedRunner
+from shared.lifecycle.repairing import PlanningSweep
+from shared.lifecycle.submitting import PlanningLost, Submitter, new_workflow_id
 from shared.problems import ALREADY_ENDED, INVALID_WORKFLOW, MALFORMED_BODY, PLANNING_ABANDONED
 from shared.runtime import Context, health
 from shared.states import ActionState, WorkflowState
@@ -72,6 +67,8 @@ class WorkflowManager:
         self.ctx = ctx
         self.settings = ctx.settings
         self.outcomes = ctx.outcomes(BY)
+        self.submitter = Submitter(ctx.store, ctx.storage, self.outcomes.mover, ctx.settings)
+        self.planning_sweep = PlanningSweep(ctx.store, self.submitter, ctx.settings.stale_after)
         self.runner: web.AppRunner | None = None
         self.tasks: list[asyncio.Task] = []
         self.kills: set[asyncio.Task] = set()
@@ -125,22 +122,8 @@ class WorkflowManager:
         return web.json_response(openapi.event_schema())
 
     async def sweep_planning(self) -> bool:
-        """Undo workflows whose planner died mid-submission: their planning lease (renewed
-        every ``stale_after``/4 while a planner lives) is older than ``stale_after``."""
-        cutoff = time.time() - self.settings.stale_after
-        stale = [
-            wf
-            for wf in await wfs.in_state(
-                self.ctx.store, W.PLANNING, {"_id": 1, "planning_lease_at": 1, "created_at": 1}
-            )
-            if float(wf.get("planning_lease_at") or wf.get("created_at") or 0) < cutoff
-        ]
-        for wf in stale:
-            # Guarded by the lease value we judged: a planner that renewed since keeps its workflow.
-            seen = {"planning_lease_at": wf.get("planning_lease_at")}
-            if await undo(self.ctx, wf["_id"], "planning interrupted", where=seen):
-                log.warning("workflow %s was left PLANNING by a dead planner; undone", wf["_id"])
-        return False
+        """Undo workflows whose planner died mid-submission (``shared.lifecycle.repairing``)."""
+        return await self.planning_sweep.run()
 
     async def post_workflow(self, request: web.Request) -> web.StreamResponse:
         q: SubmitQuery = queries.parse(request, SubmitQuery)
@@ -181,7 +164,7 @@ class WorkflowManager:
                 return claimed
             held, wf_id = claimed, claimed.workflow_id
         try:
-            result = await submit(self.ctx, body, spec, paths, prints, owner, wf_id=wf_id)
+            result = await self.submitter.submit(body, spec, paths, prints, owner, wf_id=wf_id)
         except BaseException as exc:
             if held is not None:  # no workflow was made: a retry may make it
                 await idempotency.release(self.ctx, held)

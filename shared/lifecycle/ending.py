@@ -28,6 +28,7 @@ from shared.executors.base import Executor, JobState, JobStatus
 from shared.lifecycle import attempts
 from shared.lifecycle.following import Following
 from shared.lifecycle.moves import Mover
+from shared.lifecycle.replanning import Replanner, Replans
 from shared.states import ACTION_LIVE, ActionState
 from shared.storage import Storage
 from shared.store import Store
@@ -59,10 +60,15 @@ class Outcomes:
     # How often a computation that itself failed is taken over by one of its followers
     # before the others fail with it (PINGO_TAKEOVER_RETRIES).
     takeover_retries: int = 1
+    # Re-planning, as following's takeover and the start of an attempt need it.
+    replanner: Replans = field(init=False)
     following: Following = field(init=False)
 
     def __post_init__(self) -> None:
-        self.following = Following(self, self.takeover_retries)
+        # Neither knows this class: re-planning is handed the two steps it calls back,
+        # following the narrow ``Ends`` this class is.
+        self.replanner = Replanner(self.store, self.storage, self.mover, self.by, self.ready, self.abandon)
+        self.following = Following(self.store, self.mover, self.by, self, self.replanner, self.takeover_retries)
 
     async def check(self, action: ActionDoc) -> None:
         """Ask the executor about one SUBMITTED/RUNNING action and act on its answer."""

@@ -29,17 +29,16 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from shared.lifecycle.replanning import CannotReplan, Replanner
+from shared.lifecycle.moves import Mover
+from shared.lifecycle.replanning import CannotReplan, Replans
 from shared.states import ACTION_TERMINAL, ActionState
+from shared.store import Store
 from shared.store import actions as acts
 from shared.store import datasets as ds
 from shared.store import workflows as wfs
 from shared.store.actions import ActionDoc
-
-if TYPE_CHECKING:
-    from shared.lifecycle.ending import Outcomes
 
 log = logging.getLogger(__name__)
 A = ActionState
@@ -51,16 +50,25 @@ ELECTIONS = 5
 JOB_FIELDS = ("job_id", "external_id", "attempt", "attempt_path", "submitted_at", "started_at", "executor", "claims")
 
 
+class Ends(Protocol):
+    """What following needs of ending (``shared.lifecycle.ending.Outcomes``)."""
+
+    async def end(
+        self, action: ActionDoc, target: ActionState, reason: str, error: str | None = None, *,
+        sources: list[ActionState], where: dict[str, Any] | None = None,
+    ) -> ActionDoc | None: ...  # fmt: skip
+
+    async def ready_children(self, action: ActionDoc, skip: list[str] | None = None) -> None: ...
+
+
 class Following:
-    def __init__(self, outcomes: Outcomes, takeover_retries: int) -> None:
-        self.outcomes = outcomes
-        self.store = outcomes.store
-        self.mover = outcomes.mover
-        self.by = outcomes.by
+    def __init__(
+        self, store: Store, mover: Mover, by: str, ends: Ends, replanner: Replans, takeover_retries: int
+    ) -> None:
+        self.store, self.mover, self.by = store, mover, by
+        self.ends = ends
+        self.replanner = replanner
         self.takeover_retries = takeover_retries
-        self.replanner = Replanner(
-            outcomes.store, outcomes.storage, outcomes.mover, outcomes.by, outcomes.ready, outcomes.abandon
-        )
 
     def failures(self, producer: ActionDoc, reason: str | None) -> int:
         """Failed computations of the dataset along the takeover chain, this end included."""
@@ -148,7 +156,7 @@ class Following:
             try:
                 pending, claims = await self.replanner.inputs(follower)
             except CannotReplan as exc:
-                await self.outcomes.end(follower, A.FAILED, "upstream_failed", str(exc), **guard)
+                await self.ends.end(follower, A.FAILED, "upstream_failed", str(exc), **guard)
                 await self.let_go(follower, pid)
                 return False
             moved = await self.mover.action(
@@ -200,7 +208,7 @@ class Following:
             if f["_id"] in killed:
                 # Its workflow's kill may have passed it by (re-planning made it follow after
                 # the bulk move): it ends here, or it would wait for nobody.
-                await self.outcomes.end(f, A.KILLED, "killed", sources=[A.FOLLOWING], where={"follows": pid})
+                await self.ends.end(f, A.KILLED, "killed", sources=[A.FOLLOWING], where={"follows": pid})
             elif successor:
                 await acts.add_follower(self.store, successor, f["_id"])
                 # If the successor ended meanwhile, the sweep resolves this follower against it.
@@ -208,14 +216,14 @@ class Following:
                                         note=f"follows {successor}, which took over from {pid}")  # fmt: skip
             elif self.exhausted(producer, producer.get("reason")):
                 error = f"computing its dataset failed in {pid}: {producer.get('error') or producer.get('reason')}"
-                await self.outcomes.end(f, A.FAILED, "upstream_failed", error, **guard)
+                await self.ends.end(f, A.FAILED, "upstream_failed", error, **guard)
             # Otherwise no election could be held (each successor went away): the sweep tries again.
 
     async def complete(self, follower: ActionDoc, producer: ActionDoc) -> None:
         """The producer committed: the follower's children may run, then it ends REUSED
         (the step the sweep keys on comes last). A child re-planning added while it
         followed is readied from the document the move returns."""
-        await self.outcomes.ready_children(follower)
+        await self.ends.ready_children(follower)
         done = await self.mover.action(
             follower["_id"], A.REUSED, sources=[A.FOLLOWING], where={"follows": producer["_id"]},
             set={"finished_at": time.time(), "size": producer.get("size"),
@@ -223,7 +231,7 @@ class Following:
             note=f"reused what {producer['_id']} computed",
         )  # fmt: skip
         if done is not None:
-            await self.outcomes.ready_children(done, skip=follower.get("children"))
+            await self.ends.ready_children(done, skip=follower.get("children"))
 
     async def sweep(self) -> None:
         """Followers whose producer ended (or vanished) without resolving them: a crash

@@ -15,10 +15,11 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from shared.lifecycle.lost import check_whole
+from shared.lifecycle.claims import meaning, whole
 from shared.lifecycle.moves import Mover
-from shared.states import ACTION_LIVE, ACTION_REOPENABLE, DATASET_REUSABLE, ActionState, DatasetState
+from shared.states import ACTION_LIVE, ACTION_REOPENABLE, ActionState
 from shared.storage import Storage
 from shared.store import Store
 from shared.store import actions as acts
@@ -27,13 +28,22 @@ from shared.store import workflows as wfs
 from shared.store.actions import ActionDoc
 
 log = logging.getLogger(__name__)
-A, D = ActionState, DatasetState
+A = ActionState
 # Concurrent re-planners of one parent: each guarded move either wins or sees the winner.
 ATTEMPTS = 5
 
 
 class CannotReplan(RuntimeError):
     """A parent ended FAILED or KILLED: what depends on it cannot run."""
+
+
+class Replans(Protocol):
+    """Re-planning as its users see it: following's takeover, and the start of an attempt
+    whose input vanished (``inputs``, then ``recheck`` once the action WAITs)."""
+
+    async def inputs(self, action: ActionDoc) -> tuple[list[str], list[str]]: ...
+
+    async def recheck(self, action_id: str, pending: list[str]) -> None: ...
 
 
 @dataclass
@@ -97,7 +107,7 @@ class Replanner:
         if not parent.get("managed"):
             return await self.storage.exists(parent["output_path"])
         doc = await ds.get(self.store, parent["hash"])
-        if doc is None or doc["state"] not in DATASET_REUSABLE or not await self.present(doc):
+        if doc is None or not meaning(doc).stored or not await self.present(doc):
             return False
         lineage = doc.get("lineage") or {}
         return await ds.try_reuse(self.store, parent["hash"], lineage, [child_id], bool(parent.get("leaf")), self.by)
@@ -106,9 +116,7 @@ class Replanner:
         """Its files are there with the size recorded at commit; a dataset found missing
         or changed is marked LOST, as the planner does. Re-planning is recovery from a
         lost input already, so it always checks the size, whatever PINGO_VERIFY_REUSE says."""
-        if doc["state"] == D.PROCESSING:
-            return True  # being deleted: try_reuse takes it back only if it still can
-        verdict, _ = await check_whole(self.storage, self.mover, doc, "size")
+        verdict, _ = await whole(self.storage, doc, "size", self.mover)
         if not verdict.ok:
             log.warning("dataset %s: %s; marked lost", doc["_id"], verdict.describe(doc))
         return verdict.ok

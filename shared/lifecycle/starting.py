@@ -24,7 +24,7 @@ from shared.events import EventType
 from shared.executors.base import Executor, JobFenced, JobRequest
 from shared.lifecycle import attempts
 from shared.lifecycle.moves import Mover
-from shared.lifecycle.replanning import CannotReplan
+from shared.lifecycle.replanning import CannotReplan, Replans
 from shared.metrics import READY_TO_SUBMIT, SUBMIT_ERRORS
 from shared.states import ActionState
 from shared.storage import Storage
@@ -48,14 +48,6 @@ class Ending(Protocol):
     async def stop_if_killed(self, action: ActionDoc | None, job_id: str) -> None: ...
 
 
-class InputReplanning(Protocol):
-    """How an input gone before the start is made again (``shared.lifecycle.replanning``)."""
-
-    async def inputs(self, action: ActionDoc) -> tuple[list[str], list[str]]: ...
-
-    async def recheck(self, action_id: str, pending: list[str]) -> None: ...
-
-
 @dataclass
 class Starter:
     store: Store
@@ -63,7 +55,7 @@ class Starter:
     executor: Executor
     mover: Mover
     ending: Ending
-    replanning: InputReplanning
+    replanning: Replans
     settings: Settings
     owner: str  # the lease owner: this manager
     # When stale PROCESSING leases were last looked for (see claim).

@@ -1,5 +1,5 @@
 """Is a committed dataset still what was committed? The one check behind both the planner's
-look before a reuse (``StoreGate.present``) and the dataset manager's reconcile sweep
+look before a reuse (``shared.lifecycle.claims.whole``) and the dataset manager's reconcile sweep
 (docs/planning.md, "Lost datasets").
 
 Levels (``PINGO_VERIFY_REUSE``), each including the ones before it:

@@ -10,19 +10,17 @@ store we run on.
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import AsyncIterator
 from typing import Any, TypedDict
 
 from pymongo import ReturnDocument
 
-from shared.planning import PlannedAction
 from shared.states import ACTION_LIVE, ACTION_TERMINAL, ActionState, WorkflowState
 from shared.store import workflows
 from shared.store.client import Store
-from shared.store.transitions import decode, history_entry
-from shared.workflow_spec import ActionId, id_order
+from shared.store.transitions import decode
+from shared.workflow_spec import ActionId
 
 A = ActionState
 
@@ -100,70 +98,6 @@ class ActionDoc(TypedDict, total=False):
     seconds: float
     size: int | None
     error: str
-
-
-def new_document(
-    wf_id: str,
-    p: PlannedAction,
-    planned: dict[ActionId, PlannedAction],
-    paths: dict[str, str],
-    output_of: dict[ActionId, str],
-    now: float,
-    saved_seconds: float,
-    by: str,
-    owner: str | None = None,
-) -> ActionDoc:
-    """The document of one planned action: WAITING/READY if computed (READY when no
-    computed or followed parent must finish first), FOLLOWING if its dataset is in
-    flight, REUSED/SKIPPED if not."""
-    a = p.spec
-    parents = sorted(a.parents, key=id_order)
-    computed = p.computed
-    pending = [f"{wf_id}.{q}" for q in parents if planned[q].pending] if computed else []
-    if computed:
-        state = A.WAITING if pending else A.READY
-    else:
-        state = {"stored": A.REUSED, "in_flight": A.FOLLOWING}.get(p.reason, A.SKIPPED)
-    doc = ActionDoc(
-        _id=f"{wf_id}.{a.id}",
-        workflow_id=wf_id,
-        owner=owner,
-        local_id=a.id,
-        name=a.name,
-        type=a.type.value,
-        definition=a.definition(),
-        hash=p.hash,
-        managed=a.isManaged,
-        force=a.forceComputation,
-        leaf=p.leaf,
-        decision=p.decision,
-        reason=p.reason,
-        output_path=output_of[a.id],
-        parents=[f"{wf_id}.{q}" for q in parents],
-        parent_local_ids=parents,
-        input_paths=[output_of[q] for q in parents],
-        children=[f"{wf_id}.{c}" for c in p.children if planned[c].computed] if p.pending else [],
-        pending_parents=pending,
-        # Every managed parent's dataset, reused or computed here: released when this action ends.
-        claims=[planned[q].hash for q in parents if planned[q].spec.isManaged] if computed else [],
-        state=str(state),
-        history=[history_entry(state, by, p.reason)],
-        created_at=now,
-        updated_at=now,
-        attempt=0,
-        submit_errors=0,
-        retries=a.retries.model_dump(),
-        timeout_seconds=a.timeoutSeconds,
-        failed_attempts=0,
-        attempt_log=[],
-        secret=secrets.token_urlsafe(18) if computed else None,
-        saved_seconds=0.0 if computed else saved_seconds,
-        followers=[],
-    )
-    if p.reason == "in_flight":
-        doc["follows"] = p.follows or f"{wf_id}.{p.follows_local}"
-    doc.update(paths)  # type: ignore[typeddict-item]  # the checked folder and output paths
-    return doc
 
 
 async def insert_many(store: Store, docs: list[ActionDoc]) -> None:

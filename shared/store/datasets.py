@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 D = DatasetState
 
 
-def _lineage_matches(doc: dict[str, Any], lineage: dict[str, Any]) -> bool:
+def lineage_matches(doc: dict[str, Any], lineage: dict[str, Any]) -> bool:
     """The thesis's second step: a hash match is only a reuse if the lineage is identical."""
     stored = doc.get("lineage")
     if stored is not None and stored != lineage:
@@ -58,7 +58,7 @@ async def try_reuse(
         # A ``seen`` that is not reusable may be out of date: only the store says it is not.
         use_seen = attempt == 0 and seen is not None and seen["state"] in DATASET_REUSABLE
         doc = seen if use_seen else await get(store, h)
-        if doc is None or doc["state"] not in DATASET_REUSABLE or not _lineage_matches(doc, lineage):
+        if doc is None or doc["state"] not in DATASET_REUSABLE or not lineage_matches(doc, lineage):
             return False
         state = doc["state"]
         target = D.LEAF if (leaf or state == D.LEAF) else D.STORED

@@ -66,6 +66,12 @@ async def insert(store: Store, doc: dict[str, Any], definition: dict[str, Any]) 
     await store.workflows.insert_one(doc)
 
 
+async def planning_of(store: Store, workflow_id: str) -> dict[str, Any] | None:
+    """What a workflow's planning may have claimed or produced: ``action_ids`` and
+    ``dataset_hashes`` of its definition (what an undo releases)."""
+    return await definitions(store).find_one({"_id": workflow_id}, {"action_ids": 1, "dataset_hashes": 1})
+
+
 async def get(store: Store, workflow_id: str, fields: dict[str, int] | None = None) -> dict[str, Any] | None:
     return decode(await store.workflows.find_one({"_id": workflow_id}, fields))
 

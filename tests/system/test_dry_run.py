@@ -10,6 +10,7 @@ import asyncio
 import json
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from tests.support.system import Api
@@ -105,6 +106,26 @@ async def test_a_dry_run_reports_a_stored_output_that_is_gone_without_marking_it
     assert (by_id(plan)[4]["decision"], by_id(plan)[4]["reason"]) == ("compute", "not_stored")
     assert "not whole" in by_id(plan)[4]["explanation"] and "missing" in by_id(plan)[4]["explanation"]
     assert (await system.db.datasets.find_one({"_id": leaf["_id"]}))["state"] == leaf["state"]
+
+
+async def test_a_dry_run_removes_no_file_of_a_changed_or_lost_output(system: Api):
+    """A query has no effect on the storage: a submission removes a stored output it finds
+    changed (and a lost one's leftover) before computing it again; a dry run says it would
+    compute it, and leaves its files and its dataset as they were."""
+    wf = await system.run(diamond("x"))
+    changed = await system.db.datasets.find_one({"_id": by_id(wf)[4]["hash"]})
+    added = Path(changed["path"]) / "added-since"
+    added.write_text("not what was committed")
+    lost = await system.db.datasets.find_one({"_id": by_id(wf)[3]["hash"]})
+    await system.db.datasets.update_one({"_id": lost["_id"]}, {"$set": {"state": "LOST"}})
+    status, plan = await dry_run(system, extended("x"))
+    assert status == 200, plan
+    assert (by_id(plan)[4]["decision"], by_id(plan)[3]["decision"]) == ("compute", "compute")
+    assert "not whole" in by_id(plan)[4]["explanation"]
+    assert by_id(plan)[3]["explanation"] == "its dataset exists but is LOST"
+    assert added.exists() and Path(lost["path"]).exists()
+    assert (await system.db.datasets.find_one({"_id": changed["_id"]}))["state"] == changed["state"]
+    assert (await system.db.datasets.find_one({"_id": lost["_id"]}))["state"] == "LOST"
 
 
 async def test_a_dry_run_of_an_invalid_workflow_is_rejected_like_a_submission(system: Api):

@@ -64,55 +64,75 @@ def test_import_rules() -> None:
     }
 
 
-# What a collection answers to: only shared/store/ calls these (docs/architecture.md,
-# "MongoDB is the source of truth").
-COLLECTION_CALLS = {
+# The store's front door (docs/architecture.md, "The life of a workflow"): the store is
+# the bottom layer; the engine (shared/lifecycle/) and the services named here ask it by
+# named functions, never a collection, and use none of its private helpers.
+# Every service module and every phase; the guarded writer (shared/lifecycle/moves.py)
+# alone hands the store's ``transition`` its collection.
+FRONT_DOOR = sorted(
+    ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+    for package in ("services", "shared/lifecycle")
+    for path in (ROOT / package).rglob("*.py")
+    if path.name != "__main__.py" and path.relative_to(ROOT) != Path("shared/lifecycle/moves.py")
+)
+COLLECTIONS = {"datasets", "actions", "workflows", "locks", "db"}
+QUERIES = {
     "find", "find_one", "find_one_and_update", "update_one", "update_many", "insert_one", "insert_many",
-    "delete_one", "delete_many", "replace_one", "aggregate", "count_documents", "bulk_write", "db",
+    "delete_one", "delete_many", "aggregate", "count_documents", "bulk_write", "replace_one",
 }  # fmt: skip
-# Left to move behind the store's front door (issue 25): the submission's read of its
-# definition, and the guarded writer, which hands ``transition`` its collection.
-NOT_YET_BEHIND_THE_DOOR = {"services.workflow_manager.submission", "shared.lifecycle.moves"}
 
 
-COLLECTIONS = {"actions", "datasets", "workflows", "locks", "db"}
+def module_path(module: str) -> Path:
+    path = ROOT.joinpath(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
 
 
-def collection_calls(path: Path) -> set[str]:
-    """The collections ``path`` takes from a store (``ctx.store.locks``), and the collection
-    methods it calls on anything but a module's name (``acts.get`` is the store's
-    function; ``definitions(store).find_one`` queries a collection)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+def store_aliases(tree: ast.AST) -> set[str]:
+    """The names a module binds to modules of ``shared.store``."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("shared.store"):
+            names.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(a.asname or a.name for a in node.names if a.name.startswith("shared.store"))
+    return names
+
+
+def store_reaches(module: str) -> list[str]:
+    """Where ``module`` queries a collection itself or calls a private store helper."""
+    tree = ast.parse(module_path(module).read_text())
+    aliases = store_aliases(tree)
+    found = []
+    for node in ast.walk(tree):
         if not isinstance(node, ast.Attribute):
             continue
-        base = node.value
-        if node.attr in COLLECTION_CALLS and not isinstance(base, ast.Name):
-            found.add(node.attr)
-        elif node.attr in COLLECTIONS and "store" in (getattr(base, "attr", None), getattr(base, "id", None)):
-            found.add(f"store.{node.attr}")
+        receiver = node.value
+        owner = receiver.id if isinstance(receiver, ast.Name) else getattr(receiver, "attr", None)
+        if owner in aliases and node.attr.startswith("_"):
+            found.append(f"{module}:{node.lineno} {owner}.{node.attr} (private)")
+        elif owner == "store" and node.attr in COLLECTIONS:
+            found.append(f"{module}:{node.lineno} store.{node.attr}")
+        elif node.attr in QUERIES and owner not in aliases:
+            found.append(f"{module}:{node.lineno} .{node.attr}()")
     return found
 
 
-def test_the_store_is_reached_only_through_its_front_door() -> None:
+def test_the_store_is_the_bottom_layer_and_has_one_front_door() -> None:
     graph = project_modules()
-    # The store is the bottom layer: it knows nothing of how a workflow lives or is planned.
-    # (shared.store.actions still builds an action's document from the planner's PlannedAction.)
-    engine = ("shared.lifecycle", "shared.planning")
-    assert {
-        m: {i for i in found if i.startswith(engine)}
-        for m, found in graph.items()
-        if m.startswith("shared.store") and any(i.startswith(engine) for i in found) and m != "shared.store.actions"
-    } == {}
-    assert {i for i in graph["shared.store.actions"] if i.startswith("shared.lifecycle")} == set()
-    # Services and the engine call the store's named functions, never a collection.
-    querying = set()
-    for package in ("services", "shared/lifecycle"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-            if collection_calls(path):
-                querying.add(module)
-    assert querying <= NOT_YET_BEHIND_THE_DOOR, querying - NOT_YET_BEHIND_THE_DOOR
+    store = [m for m in graph if m == "shared.store" or m.startswith("shared.store.")]
+    above = {m: {i for i in graph[m] if i == "shared.planning" or i.startswith("shared.lifecycle")} for m in store}
+    assert {m: found for m, found in above.items() if found} == {}
+    assert [reach for m in FRONT_DOOR for reach in store_reaches(m)] == []
+
+
+def test_the_engine_takes_its_collaborators_not_the_runtime() -> None:
+    """Engine code is handed a store, a storage, a mover and settings, never the whole
+    runtime context; and the phases of a workflow's life import no service."""
+    graph = project_modules()
+    engine = {m: found for m, found in graph.items() if m.startswith("shared.lifecycle")}
+    assert {m: {i for i in found if i.startswith(("shared.runtime", "services"))} for m, found in engine.items()} == {
+        m: set() for m in engine
+    }
 
 
 def test_only_pingo_evaluate_needs_the_evaluation_extra() -> None:
