@@ -18,6 +18,7 @@ import uuid
 from typing import Any
 
 from shared import logs
+from shared.errors import Refused
 from shared.events import Event, EventType
 from shared.executors.base import JobFenced, JobRequest
 from shared.lifecycle import attempts
@@ -333,7 +334,7 @@ class ActionManager:
         one ending protocol."""
         SUBMIT_ERRORS.inc()
         errors = int(action.get("submit_errors", 0)) + 1
-        refused = bool(getattr(exc, "refusal", False))
+        refused = isinstance(exc, Refused)
         tries = "not retried: refused" if refused else f"{errors}/{self.settings.submit_retry_ceiling}"
         message = f"submit failed ({tries}): {exc}"
         log.warning("%s: %s", action["_id"], message)
