@@ -211,14 +211,17 @@ def follow_queued_items() -> None:
     asyncio.Queue.get_nowait = get  # type: ignore[method-assign]
 
 
-def end_on_start(ctx: Context, ended: dict[str, asyncio.Future]) -> None:
+def end_on_start(ctx: Context, ended: dict[str, tuple[asyncio.Future, Walk | None]]) -> None:
     publish = ctx.bus.publish
 
     async def published(event: Event) -> None:
         await publish(event)
-        done = ended.get(event.subject.action_id or "")
+        done, expected = ended.get(event.subject.action_id or "", (None, None))
         if event.type == EventType.ACTION_SUBMITTED and done is not None and not done.done():
             walk = WALK.get()
+            if walk is not expected:  # another way than the walk saw the parent end
+                done.set_exception(RuntimeError(f"{event.subject.action_id} was started outside the walk"))
+                return
             if walk is not None:
                 walk.on = False
                 walk.seconds = time.perf_counter() - walk.started
@@ -236,13 +239,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def chain(tag: str) -> dict[str, Any]:
-    # The parent lasts a moment: its job id is recorded before it ends, as for any real job.
+def chain(tag: str, go: Path) -> dict[str, Any]:
+    # The parent ends once ``go`` exists: after its start was recorded and its RUNNING
+    # notification handled, so that only its end notification can see it end.
     def action(i: int, command: list[str], parents: list[int]) -> dict[str, Any]:
         return {"id": i, "name": f"{tag}-{i}", "type": "SHELL", "command": command, "parentActions": parents}
 
-    slow = ["sh", "-c", 'sleep 1 && mkdir -p "$@"', "job"]
-    return {"name": f"walks-{tag}", "actions": [action(0, slow, []), action(1, ["mkdir", "-p"], [0])]}
+    waits = ["sh", "-c", f'while [ ! -e "{go}" ]; do sleep 0.05; done; mkdir -p "$@"', "job"]
+    return {"name": f"walks-{tag}", "actions": [action(0, waits, []), action(1, ["mkdir", "-p"], [0])]}
 
 
 async def run(data: Path) -> tuple[Walk, Walk]:
@@ -260,28 +264,48 @@ async def run(data: Path) -> tuple[Walk, Walk]:
     follow_only_leading_events()
     follow_queued_items()
     ctx = await Context.open(settings)
-    ended: dict[str, asyncio.Future] = {}
+    ended: dict[str, tuple[asyncio.Future, Walk | None]] = {}
     end_on_start(ctx, ended)
     base = f"http://127.0.0.1:{settings.port}"
-    async with running(ctx, all_services), aiohttp.ClientSession() as http:
+    async with running(ctx, all_services) as services, aiohttp.ClientSession() as http:
+        (callback,) = [s for s in services if isinstance(s, CallbackService)]
+
+        async def running_quietly(wf_id: str, action_id: str) -> None:
+            """The parent RUNNING, and no notification being confirmed."""
+            deadline = time.time() + 60
+            while True:
+                wf = await (await http.get(f"{base}/api/v1/workflows/{wf_id}")).json()
+                states = {a["id"]: a["state"] for a in wf["actions"]}
+                if states[action_id] == "RUNNING" and not callback.pending:
+                    return
+                if time.time() > deadline:
+                    sys.exit(f"{action_id} did not start: {states}; see {data}")
+                await asyncio.sleep(0.05)
 
         async def one_chain(traced: bool) -> tuple[Walk, Walk]:
             submission = Walk("1. submission: POST /api/v1/workflows -> the store", frozenset())
             hop = Walk("2. hop: the parent job's end notification -> the child's start", frozenset({"action.ready"}))
             if traced:
                 gateway[0] = lambda r: submission if r.method == "POST" and r.path == "/api/v1/workflows" else None
+            tag = uuid.uuid4().hex[:8]
+            go = data / f"go-{tag}"
             sys.setprofile(profile)
-            async with http.post(f"{base}/api/v1/workflows", json=chain(uuid.uuid4().hex[:8])) as r:
+            async with http.post(f"{base}/api/v1/workflows", json=chain(tag, go)) as r:
                 plan = await r.json()
                 assert r.status == 201, plan
+            sys.setprofile(None)
             parent, child = (a["id"] for a in sorted(plan["actions"], key=lambda a: a["localId"]))
+            await running_quietly(plan["id"], parent)
             callbacks[0] = lambda r: (
                 hop
                 if traced and r.match_info.get("action_id") == parent and r.query.get("status") not in (None, "RUNNING")
                 else None
             )
-            ended[child] = loop.create_future()
-            await asyncio.wait_for(ended[child], 60)
+            started = loop.create_future()
+            ended[child] = (started, hop if traced else None)
+            sys.setprofile(profile)
+            go.touch()
+            await asyncio.wait_for(started, 60)
             sys.setprofile(None)
             deadline = time.time() + 60
             while (await (await http.get(f"{base}/api/v1/workflows/{plan['id']}")).json())["state"] == "RUNNING":
