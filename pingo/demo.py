@@ -18,7 +18,8 @@ from pingo.client import ApiError, Client
 from pingo.dev import all_services
 from pingo.display import watch
 from shared.config import Settings
-from shared.runtime import Context, Refused, configure_logging, running
+from shared.errors import CannotStart
+from shared.runtime import Context, configure_logging, running
 
 # Said before run 1 when the catalogue already holds workflows: without it, a second demo's
 # "run 1" computes nothing and a newcomer cannot tell why.
@@ -57,7 +58,7 @@ async def demo(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     ok = True
     try:
         ctx = await Context.open(settings)
-    except Refused as exc:  # the data dir's catalogue describes another storage
+    except CannotStart as exc:  # the data dir's catalogue describes another storage
         print(f"pingo demo: not starting: {exc}")
         return 2
     async with running(ctx, all_services):

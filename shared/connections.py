@@ -32,9 +32,9 @@ from typing import Any
 from aiohttp import web
 
 from shared.config import Settings
+from shared.errors import CannotStart
 from shared.logs import Throttle
 from shared.problems import PROBLEM_JSON, Problem, render, title_of
-from shared.runtime import Refused
 
 log = logging.getLogger(__name__)
 # One line per period however many connections are refused: a flood must not fill the disk.
@@ -67,7 +67,7 @@ def limits(settings: Settings) -> tuple[int, int]:
         given = f"PINGO_MAX_CONNECTIONS={cap}" if settings.max_connections else f"the default cap ({cap})"
         fits = [c for c in range(min(cap, budget), 0, -1) if c + slots_for(c) <= budget]
         advice = f"set PINGO_MAX_CONNECTIONS to at most {fits[0]}, or raise the limit" if fits else "raise the limit"
-        raise Refused(
+        raise CannotStart(
             f"{given} leaves too few of this process's {files} open files (ulimit -n) to the store, the logs "
             f"and the jobs: {advice}"
         )

@@ -15,6 +15,8 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.errors import PingoError
+
 PROBLEM_JSON = "application/problem+json"
 BLANK = "about:blank"
 _TAG = "tag:pingo,2026:problems/"
@@ -79,7 +81,7 @@ class ProblemResponse(web.Response):
             self.text = render(self.problem)
 
 
-class ProblemError(Exception):
+class ProblemError(PingoError):
     """Raised deep in a handler (a query that does not parse): answered as its problem."""
 
     def __init__(self, response: ProblemResponse) -> None:

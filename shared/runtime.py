@@ -22,7 +22,9 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wai
 
 from shared import logs
 from shared.bus import Bus, make_bus
+from shared.bus.base import BrokerUnreachable
 from shared.config import Settings
+from shared.errors import CannotStart
 from shared.executors.base import Executor
 from shared.executors.factory import make_executor
 from shared.lifecycle.ending import Outcomes
@@ -126,9 +128,9 @@ class Context:
             try:
                 await bind_storage(store, StorageIdentity.of(settings), catalogue_name(settings))
             except StorageMismatch as exc:
-                raise Refused(str(exc)) from None
+                raise CannotStart(str(exc)) from None
             bus = make_bus(settings)
-            await until_reachable(f"the broker at {redact(settings.amqp_url)}", bus.start, bus.unreachable)
+            await until_reachable(f"the broker at {redact(settings.amqp_url)}", bus.start, (BrokerUnreachable,))
         except BaseException:
             if store is not None:
                 await store.close()
@@ -151,10 +153,6 @@ class Context:
 async def health(_: web.Request) -> web.Response:
     """``GET /healthz`` of the services that serve HTTP."""
     return web.json_response({"ok": True})
-
-
-class Refused(Exception):
-    """A service will not start so configured; the message says why and what to set."""
 
 
 class Service(Protocol):
@@ -211,7 +209,7 @@ async def serve(services_of, settings: Settings | None = None) -> None:
     try:
         async with running(opening.result(), services_of):
             await stop.wait()
-    except Refused as exc:  # opening (the catalogue's storage) or a service's start refused
+    except CannotStart as exc:  # opening (the catalogue's storage) or a service's start refused
         log.error("not starting: %s", exc)
         raise SystemExit(2) from None
 

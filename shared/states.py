@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from shared.errors import PingoError
+
 
 class ActionState(StrEnum):
     WAITING = "WAITING"
@@ -126,7 +128,7 @@ WORKFLOW_TERMINAL = frozenset(s for s, nxt in WORKFLOW_TRANSITIONS.items() if no
 TABLES = {"action": ACTION_TRANSITIONS, "dataset": DATASET_TRANSITIONS, "workflow": WORKFLOW_TRANSITIONS}
 
 
-class IllegalTransition(ValueError):
+class IllegalTransition(PingoError, ValueError):
     pass
 
 

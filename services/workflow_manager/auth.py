@@ -26,9 +26,9 @@ from services.workflow_manager import ui
 from services.workflow_manager.guard import Handler
 from services.workflow_manager.oidc import InvalidToken, Verifier
 from shared.config import Settings
+from shared.errors import CannotStart
 from shared.executors.sandbox import isolation_problem
 from shared.problems import UNAUTHENTICATED, ProblemError, problem
-from shared.runtime import Refused
 from shared.store import users
 from shared.store.client import Store
 
@@ -71,13 +71,13 @@ async def check_exposure(settings: Settings, store: Store) -> None:
     if loopback(settings.host):
         return
     if settings.auth == "off":
-        raise Refused(
+        raise CannotStart(
             f"PINGO_HOST={settings.host} is reachable from other machines and PINGO_AUTH=off lets anyone run "
             "commands there: set PINGO_AUTH=auto or required and add users (pingo users add NAME), or bind "
             "PINGO_HOST=127.0.0.1"
         )
     if settings.auth == "auto" and not settings.oidc_issuer and not await users.any_active(store):
-        raise Refused(
+        raise CannotStart(
             f"PINGO_HOST={settings.host} is reachable from other machines and no authentication is configured: "
             "add a user first (pingo users add NAME --admin), set PINGO_OIDC_ISSUER, or set PINGO_AUTH=required "
             "to start with nobody allowed in yet"
@@ -100,7 +100,7 @@ async def check_isolation(settings: Settings, store: Store) -> None:
         if len(active) <= 1:
             return
         who = f"{len(active)} users may sign in"
-    raise Refused(
+    raise CannotStart(
         f"PINGO_HOST={settings.host} is reachable from other machines, {who}, and the local executor cannot "
         f"isolate their jobs from each other and from Pingo ({problem}): each job could read and change every "
         "user's data and Pingo's own. Install bubblewrap (apt-get install bubblewrap) and leave "

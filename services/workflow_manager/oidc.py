@@ -20,13 +20,14 @@ import aiohttp
 import jwt
 
 from shared.config import Settings
+from shared.errors import PingoError
 
 LEEWAY = 30  # seconds of clock difference tolerated on exp and nbf
 REFETCH_AFTER = 30.0  # seconds between two fetches of the key set
 FETCH_TIMEOUT = 10.0
 
 
-class InvalidToken(Exception):
+class InvalidToken(PingoError):
     """Why a JWT is refused (the message is safe to show the caller)."""
 
 

@@ -1,5 +1,6 @@
-"""The OpenAPI 3.1 document served at ``/api/v1/openapi.json``, generated from the models
-the handlers answer with (``views.py``), parse queries with (``queries.py``) and report
+"""The OpenAPI 3.1 document served at ``/api/v1/openapi.json``, generated from the route
+table the gateway serves (``routes.py``, as starlette's schemas read its routes) and the
+models the handlers answer with (``views.py``), parse queries with (``queries.py``) and report
 errors with (``problems.py``): what is documented is what is sent.
 
 Every schema is a component (pydantic's ``$defs`` hoisted into ``components.schemas``);
@@ -11,133 +12,17 @@ body, 413 too large, 415 not JSON, 503 store unavailable, 500).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
 
-from services.workflow_manager import dry_run, queries, views
+from services.workflow_manager.routes import ACTION_LOG, REF, ROUTES, Route
 from shared.events import Event, payload_models, payload_narrowing
 from shared.problems import PROBLEM_JSON, Problem
 from shared.workflow_parameters import ParameterDeclaration
 from shared.workflow_spec import ExecutionDefaults, _RawAction
-
-REF = "#/components/schemas/{model}"
-API = "/api/v1"
-
-
-@dataclass(frozen=True)
-class Operation:
-    method: str
-    path: str
-    operation_id: str
-    summary: str
-    ok: dict[int, tuple[type[BaseModel] | dict[str, Any], str]]
-    errors: dict[int, str] = field(default_factory=dict)
-    query: type[queries.Query] | None = None
-    path_params: tuple[tuple[str, str], ...] = ()
-    body: bool = False
-    headers: dict[int, dict[str, str]] = field(default_factory=dict)
-    media_type: str = "application/json"
-    header_params: tuple[tuple[str, str, dict[str, Any]], ...] = ()  # name, description, schema
-
-
-WF_ID = (("id", "The workflow's id (wf-...)"),)
-EVENT_SCHEMA = {"type": "object", "description": "A JSON Schema (draft 2020-12) of the event envelope"}
-# An action's log: text/plain, the bytes as its job wrote them (not necessarily UTF-8).
-ACTION_LOG = {
-    "type": "string",
-    "description": "The log's bytes as the job wrote them, in order (text/plain; "
-    "charset=utf-8, though a job may write bytes that are not UTF-8)",
-}
-
-# Every route the gateway serves, in the order of the document.
-OPERATIONS: tuple[Operation, ...] = (
-    Operation(
-        "post", f"{API}/workflows", "submitWorkflow", "Submit a workflow (thesis or generator format)",
-        ok={201: (views.Plan, "Accepted, with the plan of every action"),
-            200: (dry_run.DryRun, "dryRun=true: the plan a submission would make now; nothing written")},
-        errors={400: "Malformed JSON, or nested too deeply, or bad query parameters, or a malformed Idempotency-Key",
-                409: "A submission with this Idempotency-Key is still being planned: retry after Retry-After",
-                422: "The workflow breaks rules (every violation listed), or its Idempotency-Key was used for "
-                     "another body",
-                503: "Planning was abandoned (submit again), or the store is unavailable"},
-        body=True, query=dry_run.SubmitQuery,
-        headers={201: {"Location": "The new workflow's URL",
-                       "Idempotent-Replayed": "true when this answers a retry: the workflow its key made before"}},
-        header_params=((
-            "Idempotency-Key",
-            "Makes a retry safe: a submission repeated with the same key, by the same user and with the same body, "
-            "within PINGO_IDEMPOTENCY_SECONDS (a day by default), answers the workflow the first one made (201, "
-            "same body) and makes no other. A string of 1 to 255 printable ASCII characters, quoted or not; a "
-            "UUID per submission. Ignored by a dry run.",
-            {"type": "string", "minLength": 1, "maxLength": 257},
-        ),),
-    ),
-    Operation(
-        "get", f"{API}/workflows", "listWorkflows", "List workflows, newest first",
-        ok={200: (views.WorkflowList, "One page of workflows")},
-        errors={400: "Bad query parameters; every one listed"}, query=queries.WorkflowQuery,
-    ),
-    Operation(
-        "get", f"{API}/workflows/{{id}}", "getWorkflow", "A workflow with every action",
-        ok={200: (views.WorkflowDetail, "The workflow")}, errors={404: "No such workflow"}, path_params=WF_ID,
-    ),
-    Operation(
-        "post", f"{API}/workflows/{{id}}/kill", "killWorkflow", "Kill a workflow",
-        ok={202: (views.Workflow, "Kill recorded; it is applied in the background")},
-        errors={404: "No such workflow", 409: "The workflow has already ended"}, path_params=WF_ID,
-    ),
-    Operation(
-        "get", f"{API}/workflows/{{id}}/timeline", "getWorkflowTimeline",
-        "Every transition of a workflow, its actions and their datasets, in time order",
-        ok={200: (views.Timeline, "One page of the timeline")},
-        errors={400: "Bad query parameters; every one listed", 404: "No such workflow"},
-        query=queries.TimelineQuery, path_params=WF_ID,
-    ),
-    Operation(
-        "get", f"{API}/actions/{{id}}/logs", "getActionLogs",
-        "An attempt's standard output or error, streamed (with follow=true, until the attempt ends)",
-        ok={200: ({"$ref": REF.format(model="ActionLog")}, "The log")},
-        errors={400: "Bad query parameters; every one listed",
-                404: "No such action, no such attempt, or the action never ran (REUSED, SKIPPED, WAITING)",
-                403: "The attempt's job was started by another user's action and adopted by a takeover "
-                     "(a shared computation, docs/users.md): its logs are theirs",
-                410: "The attempt's logs were removed (job retention, or purged by Oozie)",
-                502: "The executor (Oozie) could not be asked for the logs"},
-        query=queries.LogQuery, path_params=(("id", "The action's id (actions[].id of a workflow)"),),
-        media_type="text/plain",  # sent with charset=utf-8
-    ),
-    Operation(
-        "get", f"{API}/datasets", "listDatasets", "Storage usage and datasets, most recently changed first",
-        ok={200: (views.DatasetList, "Usage, and one page of datasets")},
-        errors={400: "Bad query parameters; every one listed"}, query=queries.DatasetQuery,
-    ),
-    Operation(
-        "get", f"{API}/datasets/{{hash}}", "getDataset",
-        "A dataset with its lineage, producer, consumers and history",
-        ok={200: (views.DatasetDetail, "The dataset")}, errors={404: "No such dataset"},
-        path_params=(("hash", "The dataset's lineage hash"),),
-    ),
-    Operation(
-        "get", f"{API}/history/stats", "getHistoryStats", "Usage statistics per time bucket",
-        ok={200: (views.HistoryStats, "Buckets and totals")},
-        errors={400: "Bad query parameters; every one listed"}, query=queries.StatsQuery,
-    ),
-    Operation(
-        "get", f"{API}/openapi.json", "getOpenApi", "This document",
-        ok={200: ({"type": "object", "description": "OpenAPI 3.1"}, "The OpenAPI document")},
-    ),
-    Operation(
-        "get", f"{API}/events/schema", "getEventSchema", "The JSON Schema of the event envelope",
-        ok={200: (EVENT_SCHEMA, "The schema")},
-    ),
-    Operation(
-        "get", "/healthz", "health", "Liveness (answers any Host)", ok={200: (views.Health, "Alive")},
-    ),
-)  # fmt: skip
 
 UNAUTHENTICATED_TEXT = "Credentials missing, malformed, unknown, revoked or expired (users on: docs/users.md)"
 # What any route may answer: the guard's refusals and the failures nobody planned for.
@@ -174,7 +59,7 @@ class WorkflowDefinition(BaseModel):
 
 def _components() -> tuple[dict[tuple[type[BaseModel], str], dict[str, Any]], dict[str, Any]]:
     models: list[type[BaseModel]] = [
-        op.ok[s][0] for op in OPERATIONS for s in op.ok if isinstance(op.ok[s][0], type)
+        op.ok[s][0] for op in ROUTES for s in op.ok if isinstance(op.ok[s][0], type)
     ]  # fmt: skip
     pairs = [(m, "serialization") for m in dict.fromkeys([*models, Problem, Event, *payload_models()])]
     pairs.append((WorkflowDefinition, "validation"))
@@ -184,7 +69,7 @@ def _components() -> tuple[dict[tuple[type[BaseModel], str], dict[str, Any]], di
     return refs, schemas
 
 
-def _parameters(op: Operation, schemas: dict[str, Any]) -> list[dict[str, Any]]:
+def _parameters(op: Route, schemas: dict[str, Any]) -> list[dict[str, Any]]:
     out = [
         {"name": name, "in": "path", "required": True, "description": text, "schema": {"type": "string"}}
         for name, text in op.path_params
@@ -239,7 +124,7 @@ def document() -> dict[str, Any]:
     refs, schemas = _components()
     schemas["ActionLog"] = ACTION_LOG
     paths: dict[str, dict[str, Any]] = {}
-    for op in OPERATIONS:
+    for op in ROUTES:
         responses: dict[str, Any] = {}
         for status, (model, description) in op.ok.items():
             schema = refs[(model, "serialization")] if isinstance(model, type) else model

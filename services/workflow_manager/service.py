@@ -12,6 +12,7 @@ from aiohttp import web
 from services.workflow_manager import action_logs, auth, guard, idempotency, openapi, provenance, queries, sharing, ui
 from services.workflow_manager.dry_run import SubmitQuery, dry_run
 from services.workflow_manager.guard import error
+from services.workflow_manager.routes import definitions
 from services.workflow_manager.submission import fingerprints, resolve_paths
 from services.workflow_manager.views import (
     DatasetList,
@@ -36,7 +37,7 @@ from shared.connections import CappedRunner
 from shared.lifecycle.repairing import PlanningSweep
 from shared.lifecycle.submitting import PlanningLost, Submitter, new_workflow_id
 from shared.problems import ALREADY_ENDED, INVALID_WORKFLOW, MALFORMED_BODY, PLANNING_ABANDONED
-from shared.runtime import Context, health
+from shared.runtime import Context
 from shared.states import ActionState, WorkflowState
 from shared.store import actions as acts
 from shared.store import datasets as ds
@@ -77,19 +78,7 @@ class WorkflowManager:
         app = web.Application(client_max_size=self.settings.max_body_bytes)
         guard.install(app, self.settings, self.ctx.store.client)  # Host/Origin/Content-Type, deadlines, JSON errors
         auth.Authenticator(self.settings, self.ctx.store).install(app)  # who is asking (docs/users.md)
-        r = app.router
-        r.add_post("/api/v1/workflows", self.post_workflow)
-        r.add_get("/api/v1/workflows", self.list_workflows)
-        r.add_get("/api/v1/workflows/{id}", self.get_workflow)
-        r.add_post("/api/v1/workflows/{id}/kill", self.kill_workflow)
-        r.add_get("/api/v1/workflows/{id}/timeline", self.get_timeline)
-        r.add_get("/api/v1/actions/{id}/logs", self.get_action_logs)
-        r.add_get("/api/v1/datasets", self.list_datasets)
-        r.add_get("/api/v1/datasets/{hash}", self.get_dataset)
-        r.add_get("/api/v1/history/stats", self.history_stats)
-        r.add_get("/api/v1/openapi.json", self.get_openapi)
-        r.add_get("/api/v1/events/schema", self.get_event_schema)
-        r.add_get("/healthz", health)
+        app.router.add_routes(definitions(self))  # one table: the router's and the OpenAPI document's
         ui.install(app)  # the web view: pages at /, /workflows/{id}, /storage, /history
         return app
 

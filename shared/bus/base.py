@@ -3,19 +3,28 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from shared.errors import PingoError
 from shared.events import Event
 
 Handler = Callable[[Event], Awaitable[None]]
 
 
+# What a bus raises on purpose (shared/errors.py). Only ``start`` raises: events are hints.
+class BusError(PingoError):
+    """The base of the bus port's errors."""
+
+
+class BrokerUnreachable(BusError):
+    """The broker cannot be reached yet (down, booting): worth waiting for."""
+
+
 class Bus(Protocol):
     # Events that could not be published (broker unreachable, no confirm): for metrics.
     dropped: int
-    # What ``start`` raises while the broker cannot be reached: worth waiting for.
-    unreachable: tuple[type[BaseException], ...]
 
     async def start(self) -> None:
-        """Connect; raises if the broker cannot be reached (the caller waits and retries)."""
+        """Connect; raises ``BrokerUnreachable`` if the broker cannot be reached (the caller
+        waits and retries)."""
 
     async def close(self) -> None: ...
 

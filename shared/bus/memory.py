@@ -14,8 +14,6 @@ log = logging.getLogger(__name__)
 
 
 class MemoryBus:
-    unreachable: tuple[type[BaseException], ...] = ()  # it is always there
-
     def __init__(self) -> None:
         self._queues: dict[str, list[str]] = {}
         self._handlers: dict[str, list[tuple[str | None, Handler]]] = defaultdict(list)

@@ -33,7 +33,7 @@ import aio_pika
 from aio_pika.abc import AbstractIncomingMessage, AbstractRobustConnection
 
 from shared import logs
-from shared.bus.base import Handler, bind_type
+from shared.bus.base import BrokerUnreachable, Handler, bind_type
 from shared.events import Event
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,8 @@ def _cancelled_here() -> bool:
 
 
 class RabbitBus:
-    # What ``start`` raises while the broker cannot be reached or is still booting.
+    # What the AMQP client raises while the broker cannot be reached or is still booting:
+    # ``start`` raises it as the port's ``BrokerUnreachable``.
     unreachable: tuple[type[BaseException], ...] = (
         aio_pika.exceptions.AMQPError,
         aio_pika.exceptions.ChannelInvalidStateError,
@@ -110,9 +111,15 @@ class RabbitBus:
         )
 
     async def start(self) -> None:
-        """Connect and declare. Raises (one of ``unreachable``) if the broker cannot be
+        """Connect and declare. Raises ``BrokerUnreachable`` if the broker cannot be
         reached: the caller waits and retries. Once started, it reconnects by itself."""
         self._closing = False
+        try:
+            await self._start()
+        except self.unreachable as exc:
+            raise BrokerUnreachable(f"{type(exc).__name__}: {exc}") from exc
+
+    async def _start(self) -> None:
         conn = await aio_pika.connect_robust(self.url, reconnect_interval=self.reconnect_interval, timeout=10)
         try:
             channel = await conn.channel(publisher_confirms=True)

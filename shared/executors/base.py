@@ -10,6 +10,7 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel
 
+from shared.errors import PingoError, Refused
 from shared.workflow_spec import ActionSpec, ActionType
 
 
@@ -65,11 +66,21 @@ LOG_CHUNK = 64 * 1024
 FOLLOW_INTERVAL = 0.2
 
 
-class LogsGone(Exception):
+# What an executor raises on purpose (shared/errors.py); a failure to reach it is its client's own.
+class ExecutorError(PingoError):
+    """The base of the executor port's errors."""
+
+
+class JobRefused(ExecutorError, Refused):
+    """The executor refused who submits (Oozie: a user it does not trust to act for the
+    action's owner): final, the action ends FAILED without another try."""
+
+
+class LogsGone(ExecutorError):
     """The job's logs were removed (job retention, or the cluster purged the job)."""
 
 
-class JobFenced(Exception):
+class JobFenced(ExecutorError):
     """The attempt's external id was fenced (``Executor.fence``): its submitter was judged
     lost and the attempt taken back, so no job of it may start."""
 
@@ -84,7 +95,9 @@ class Executor(Protocol):
         ...
 
     async def submit(self, job: JobRequest) -> str:
-        """Start the job and return its id. Submitting an external id again returns the same job."""
+        """Start the job and return its id. Submitting an external id again returns the same job.
+        Raises ``JobFenced`` (see ``fence``), ``JobRefused`` (final); any other failure is
+        retried, up to ``PINGO_SUBMIT_RETRY_CEILING`` tries."""
 
     async def find(self, external_id: str) -> str | None: ...
 

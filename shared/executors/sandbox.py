@@ -119,9 +119,9 @@ class Sandbox:
             return None
         if problem := bwrap_problem():
             if settings.job_sandbox == "bwrap":
-                from shared.runtime import Refused
+                from shared.errors import CannotStart  # here: the per-job supervisor imports this module
 
-                raise Refused(f"PINGO_JOB_SANDBOX=bwrap, and {problem}")
+                raise CannotStart(f"PINGO_JOB_SANDBOX=bwrap, and {problem}")
             log.warning("local jobs of users run without a sandbox: %s (docs/users.md)", problem)
             return None
         from shared.executors.local_runner import runtime_dir

@@ -16,6 +16,8 @@ import aiohttp
 from aiohttp_retry import RetryClient
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
+from shared.errors import PingoError, Refused
+from shared.executors.base import JobRefused
 from shared.hadoop.configuration import configuration_xml
 from shared.hadoop.http import RETRIED_EXCEPTIONS, retrying_client
 
@@ -23,15 +25,23 @@ log = logging.getLogger(__name__)
 TERMINAL = frozenset({"SUCCEEDED", "KILLED", "FAILED"})
 
 
-class OozieError(Exception):
+class OozieError(PingoError):
     def __init__(self, status: int, code: str | None, message: str, what: str) -> None:
         self.status, self.code, self.message = status, code, message
         super().__init__(f"Oozie {what}: HTTP {status} {code or ''} {message}".replace("  ", " "))
 
+    @staticmethod
+    def of(status: int, code: str | None, message: str, what: str) -> OozieError:
+        """The error of an answer: a refusal (401, 403) is an ``OozieRefused``."""
+        return (OozieRefused if status in (401, 403) else OozieError)(status, code, message, what)
+
     @property
     def refusal(self) -> bool:
-        """Final: Oozie refused who is asking (a proxy user it does not trust, E1400)."""
-        return self.status in (401, 403)
+        return isinstance(self, Refused)
+
+
+class OozieRefused(OozieError, JobRefused):
+    """Final: Oozie refused who is asking (a proxy user it does not trust, E1400)."""
 
 
 def _worth_retrying(error: BaseException) -> bool:
@@ -53,7 +63,7 @@ class Oozie:
     async def _error(resp: aiohttp.ClientResponse, what: str) -> OozieError:
         code = resp.headers.get("oozie-error-code")
         message = resp.headers.get("oozie-error-message") or f"HTTP error code: {resp.status} {resp.reason or ''}"
-        return OozieError(resp.status, code, message, what)
+        return OozieError.of(resp.status, code, message, what)
 
     async def _call(self, method: str, path: str, what: str, **kw: Any) -> Any:
         params = {"user.name": self.user, **kw.pop("params", {})}

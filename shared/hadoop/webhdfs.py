@@ -12,26 +12,39 @@ from urllib.parse import quote
 
 from aiohttp_retry import RetryClient
 
+from shared.errors import PingoError, Refused
 from shared.hadoop.http import retrying_client
+from shared.storage.base import StorageRefused
 
 # What HDFS answers when the acting user may not do something (permission bits, a refused
 # doas): asking again changes nothing.
 REFUSALS = frozenset({"AccessControlException", "SecurityException", "AuthorizationException"})
 
 
-class HdfsError(Exception):
+class HdfsError(PingoError):
     def __init__(self, status: int, exception: str, message: str, op: str, path: str) -> None:
         self.status, self.exception, self.message = status, exception, message
         super().__init__(f"WebHDFS {op} {path}: HTTP {status} {exception}: {message}")
 
+    @staticmethod
+    def of(status: int, exception: str, message: str, op: str, path: str) -> HdfsError:
+        """The error of an answer: 404 is ``FileNotFound``, a permission HDFS denies
+        ``HdfsRefused`` (a standby NameNode's 403 is not one)."""
+        refused = status in (401, 403) and exception in REFUSALS
+        cls = FileNotFound if status == 404 else HdfsRefused if refused else HdfsError
+        return cls(status, exception, message, op, path)
+
     @property
     def refusal(self) -> bool:
-        """Final: a permission HDFS denies (a standby NameNode's 403 is not one)."""
-        return self.status in (401, 403) and self.exception in REFUSALS
+        return isinstance(self, Refused)
 
 
 class FileNotFound(HdfsError):
     pass
+
+
+class HdfsRefused(HdfsError, StorageRefused):
+    """Final: a permission HDFS denies."""
 
 
 class WebHdfs:
@@ -92,8 +105,7 @@ class WebHdfs:
             exception, message = body.get("exception", "?"), body.get("message", "")
         except (ValueError, KeyError, TypeError):
             exception, message = resp.reason or "HTTP error", (await resp.text())[:300]
-        cls = FileNotFound if resp.status == 404 else HdfsError
-        raise cls(resp.status, exception, message, op, path)
+        raise HdfsError.of(resp.status, exception, message, op, path)
 
     async def mkdirs(self, path: str, permission: str = "755") -> bool:
         return (await self._json("PUT", path, "MKDIRS", permission=permission))["boolean"]

@@ -31,6 +31,7 @@ from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import Replanner, Replans
 from shared.states import ACTION_LIVE, ActionState
 from shared.storage import Storage
+from shared.storage.base import StorageRefused
 from shared.store import Store
 from shared.store import actions as acts
 from shared.store import datasets as ds
@@ -147,9 +148,7 @@ class Outcomes:
             await self.storage.commit(attempt, final, replace=replace, user=action.get("owner"))
         except FileNotFoundError as exc:
             return await self.fail_attempt(action, "output_missing", str(exc), status)
-        except Exception as exc:
-            if not getattr(exc, "refusal", False):
-                raise  # the poller asks again
+        except StorageRefused as exc:  # anything else: the poller asks again
             # The storage refuses who commits it (HDFS permissions changed since submission):
             # asking again, or another attempt, is refused the same way.
             return await self.end(

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from shared.errors import PingoError
 from shared.lifecycle.claims import meaning, whole
 from shared.lifecycle.moves import Mover
 from shared.states import ACTION_LIVE, ACTION_REOPENABLE, ActionState
@@ -33,7 +34,7 @@ A = ActionState
 ATTEMPTS = 5
 
 
-class CannotReplan(RuntimeError):
+class CannotReplan(PingoError):
     """A parent ended FAILED or KILLED: what depends on it cannot run."""
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shared.config import Settings
+from shared.errors import Refused
 from shared.events import EventType
 from shared.executors.base import Executor, JobFenced, JobRequest
 from shared.lifecycle import attempts
@@ -274,7 +275,7 @@ class Starter:
         one ending protocol."""
         SUBMIT_ERRORS.inc()
         errors = int(action.get("submit_errors", 0)) + 1
-        refused = bool(getattr(exc, "refusal", False))
+        refused = isinstance(exc, Refused)
         tries = "not retried: refused" if refused else f"{errors}/{self.settings.submit_retry_ceiling}"
         message = f"submit failed ({tries}): {exc}"
         log.warning("%s: %s", action["_id"], message)

@@ -24,6 +24,7 @@ from typing import Any
 
 from shared import logs
 from shared.config import Settings
+from shared.errors import PingoError
 from shared.hashing import workflow_hashes
 from shared.lifecycle.claims import Claim, meaning, whole
 from shared.lifecycle.moves import Mover, outcome
@@ -165,7 +166,7 @@ class StoreGate:
                 await storage.delete(path)
 
 
-class PlanningLost(Exception):
+class PlanningLost(PingoError):
     """The planning sweep judged this planner dead and undid its workflow: nothing was kept."""
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from shared.errors import PingoError, Refused
 from shared.path_limits import ATTEMPTS_DIR as ATTEMPTS_DIR  # the path limits count its length
 from shared.sizes import human
 
@@ -15,7 +16,18 @@ MAX_FINGERPRINT_FILES = 5_000
 MAX_FINGERPRINT_BYTES = 4 * 1024**3
 
 
-class FolderTooLarge(ValueError):
+# What a storage raises on purpose (shared/errors.py), besides the built-in FileNotFoundError
+# of ``commit`` and a failure to reach it, which is its client's own.
+class StorageError(PingoError):
+    """The base of the storage port's errors."""
+
+
+class StorageRefused(StorageError, Refused):
+    """The storage refused who acts (HDFS: a permission denied, a ``doas`` not allowed):
+    final, asking again is refused the same way."""
+
+
+class FolderTooLarge(StorageError, ValueError):
     """An action folder with more files or bytes than a fingerprint may cover."""
 
     def __init__(self, files: int, size: int) -> None:
@@ -64,7 +76,8 @@ class Storage(Protocol):
         """Bytes under the managed root."""
 
     async def fingerprint(self, folder: str) -> str:
-        """A digest of the files in an action folder: part of the lineage hash."""
+        """A digest of the files in an action folder: part of the lineage hash. Raises
+        ``FolderTooLarge`` past ``MAX_FINGERPRINT_FILES`` or ``MAX_FINGERPRINT_BYTES``."""
 
     async def close(self) -> None: ...
 
@@ -84,7 +97,7 @@ class Storage(Protocol):
         (moved aside, then removed; the last replacing commit wins). Repeating a done
         commit is True, and finishes a replacement cut off before it removed the old
         output. No output at either path raises FileNotFoundError: the action did not keep
-        its contract."""
+        its contract. Raises ``StorageRefused`` if the storage refuses who commits."""
 
     async def discard(self, path: str, user: str | None = None) -> None: ...
 

@@ -20,7 +20,14 @@ import posixpath
 from collections.abc import Callable
 
 from shared.hadoop.webhdfs import FileNotFound, HdfsError, WebHdfs
-from shared.storage.base import ATTEMPTS_DIR, REPLACE_ROUNDS, Entry, Integrity, check_fingerprint_size
+from shared.storage.base import (
+    ATTEMPTS_DIR,
+    REPLACE_ROUNDS,
+    Entry,
+    Integrity,
+    StorageRefused,
+    check_fingerprint_size,
+)
 from shared.storage.names import aside_name, path_name
 
 log = logging.getLogger(__name__)
@@ -141,9 +148,8 @@ class WebHdfsStorage:
         try:
             await fs.delete(path, recursive=True)
             return
-        except HdfsError as exc:
-            if not exc.refusal:
-                raise
+        except StorageRefused:
+            pass
         try:
             await self._permissions(path, lambda owner: "755" if owner == fs.acting_user else "777", None)
         except FileNotFound:

@@ -20,6 +20,7 @@ from typing import Any
 
 from pymongo.errors import DuplicateKeyError
 
+from shared.errors import PingoError
 from shared.storage.identity import StorageIdentity
 from shared.store.client import Store
 
@@ -28,7 +29,7 @@ COLLECTION = "catalogue"
 STORAGE_ID = "storage"
 
 
-class StorageMismatch(Exception):
+class StorageMismatch(PingoError):
     """The catalogue describes another storage than these settings name."""
 
     def __init__(self, recorded: StorageIdentity, wanted: StorageIdentity, where: str) -> None:

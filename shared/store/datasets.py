@@ -14,6 +14,7 @@ from typing import Any
 from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
+from shared.errors import PingoError
 from shared.states import DATASET_REUSABLE, DATASET_TRANSITIONS, DatasetState
 from shared.store.client import Store
 from shared.store.paging import page_after
@@ -322,7 +323,7 @@ async def prepare_compute(
 BEING_DELETED = frozenset({D.PROCESSING, D.DELETING})
 
 
-class Deferred(Exception):
+class Deferred(PingoError):
     """The dataset is being deleted right now: commit the new output after it is gone."""
 
 

@@ -20,6 +20,7 @@ from typing import Any, TypedDict
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError
 
+from shared.errors import PingoError
 from shared.store.client import Store
 
 # Names are Hadoop user names (Oozie's doAs, HDFS owners) and a word of event routing keys
@@ -43,11 +44,11 @@ class TokenDoc(TypedDict):
     revoked_at: float | None
 
 
-class UserExists(Exception):
+class UserExists(PingoError):
     pass
 
 
-class NoSuchUser(Exception):
+class NoSuchUser(PingoError):
     pass
 
 

@@ -17,7 +17,8 @@ from pymongo import AsyncMongoClient
 
 from hadoop_emulator import start_emulator
 from shared.config import Settings
-from shared.runtime import Context, Refused
+from shared.errors import CannotStart
+from shared.runtime import Context
 from shared.storage.identity import StorageIdentity
 from shared.storage.local import remove_tree
 from shared.store.catalogue import StorageMismatch, bind_storage, recorded_storage
@@ -158,7 +159,7 @@ async def test_the_sweep_holds_back_when_the_storage_looks_unmounted(system: Api
 
 async def test_another_local_root_on_the_same_catalogue_is_refused(system: Api, tmp_path: Path) -> None:
     other = Settings(**{**system.settings.model_dump(), "managed_root": tmp_path / "elsewhere"})
-    with pytest.raises(Refused) as refused:
+    with pytest.raises(CannotStart) as refused:
         await Context.open(other)
     said = str(refused.value)
     assert f"managed root {system.settings.managed_dir}" in said and f"managed root {tmp_path / 'elsewhere'}" in said

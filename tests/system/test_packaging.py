@@ -214,6 +214,14 @@ def test_wheel_and_image_install_and_run_outside_the_source_tree(tmp_path: Path,
     assert evaluate.returncode == 2 and "pip install 'pingo[evaluation]'" in evaluate.stderr, evaluate.stderr
     assert "numpy and matplotlib" in evaluate.stderr and not (tmp_path / "results").exists()
 
+    # The installed names (docs/operations.md, "Installed package names"): a project of the
+    # user's with its own `shared`, as the working directory of a service, stops it at once.
+    project = tmp_path / "project"
+    (project / "shared").mkdir(parents=True)
+    (project / "shared" / "__init__.py").write_text("")
+    (shadowed,) = run_all([[python, "-m", "services.decision", "--help"]], project)
+    assert shadowed.returncode == 1 and "Run from another directory" in shadowed.stderr, shadowed.stderr
+
     # The wheel of the whole source: the same, plus the Hadoop emulator.
     pip("--python", python, "install", "--quiet", "--no-deps", "--force-reinstall", full_wheel)
     emulator, standalone = run_all(

@@ -1,12 +1,14 @@
 """The import rules that keep the installation simple: nothing imports the CLI, the CLI's
 parser imports no optional package, and the Hadoop emulator is a program of its own (the
 wheel and the image, installed: tests/system/test_packaging.py); the store is reached only
-through its own functions, and knows nothing of the engine above it; and the lock file
-agrees with pyproject.toml."""
+through its own functions, and knows nothing of the engine above it; the lock file agrees
+with pyproject.toml; and a service whose top-level names another package takes stops at
+once, saying so."""
 
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -185,3 +187,42 @@ def test_constraints_pin_every_dependency_at_the_version_pyproject_asks_for() ->
     wanted = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
     stale = {name: (version, locked.get(name)) for name, version in map(pin, wanted) if locked.get(name) != version}
     assert stale == {}, f"pyproject.toml wants, constraints.txt has: {stale}; run scripts/lock"
+
+
+# -- the installed names (docs/operations.md, "Installed package names") --------------------
+def run_service_help(cwd: Path, *path: Path) -> subprocess.CompletedProcess:
+    """``python -m services.decision --help`` from ``cwd``, with Pingo's source (and
+    ``path``) on the Python path, as a service is started."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, (ROOT, *path)))}
+    return subprocess.run(
+        [sys.executable, "-m", "services.decision", "--help"], cwd=cwd, env=env, capture_output=True, text=True
+    )
+
+
+def test_a_service_starts_where_no_other_package_takes_pingos_names(tmp_path: Path) -> None:
+    out = run_service_help(tmp_path)
+    assert out.returncode == 0 and out.stdout.startswith("usage: python -m services.decision"), out.stderr
+
+
+def test_a_package_of_the_users_named_shared_stops_a_service_at_once_saying_so(tmp_path: Path) -> None:
+    # python -m puts the working directory first on the path: the user's project's own `shared`.
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "__init__.py").write_text("")
+    out = run_service_help(tmp_path)
+    assert out.returncode == 1, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: pingo: the package 'shared'") and str(tmp_path / "shared") in last, last
+    assert "Run from another directory" in last and "Installed package names" in last
+
+
+def test_another_distribution_installing_shared_stops_a_service_at_once_saying_so(tmp_path: Path) -> None:
+    # What pip leaves of a distribution that installs a top-level `shared` of its own.
+    site = tmp_path / "site"
+    info = site / "other_tool-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: other-tool\nVersion: 1.0\n")
+    (info / "RECORD").write_text("shared/__init__.py,,\nshared/util.py,,\nother_tool-1.0.dist-info/RECORD,,\n")
+    out = run_service_help(tmp_path, site)
+    assert out.returncode == 1, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert "other-tool installs shared" in last and "virtual environment of its own" in last, last
