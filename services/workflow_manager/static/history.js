@@ -72,7 +72,7 @@ async function draw() {
   const byUser = users.length ? Pingo.el("table", { id: "by-user" },
     Pingo.el("thead", {}, Pingo.el("tr", {}, ["user", "computed", "reused", "spent", "saved", "from others"]
       .map((h) => Pingo.el("th", {}, h)))),
-    Pingo.el("tbody", {}, users.map(([name, u]) => Pingo.el("tr", {}, Pingo.el("td", {}, name),
+    Pingo.el("tbody", {}, users.map(([name, u]) => Pingo.el("tr", {}, Pingo.el("td", {}, name || "(no user)"),
       Pingo.el("td", { class: "num" }, u.actions_computed), Pingo.el("td", { class: "num" }, u.actions_reused),
       Pingo.el("td", { class: "num" }, Pingo.seconds(u.compute_seconds)),
       Pingo.el("td", { class: "num" }, Pingo.seconds(u.saved_seconds)),
