@@ -284,6 +284,11 @@ def run_pingo(*args: str, **env: str) -> subprocess.CompletedProcess:
         (["submit", "--dry-rnu", "wf.json"], "did you mean --dry-run?"),
         (["logs", "3", "--stream", "stdrr"], "did you mean 'stderr'?"),
         (["users", "ad", "ann"], "did you mean 'add'?"),
+        # A mistyped global flag, alone or before a subcommand.
+        (["--verzion"], "unrecognized argument --verzion: did you mean --version?"),
+        (["--verzion", "list"], "unrecognized argument --verzion: did you mean --version?"),
+        # A subcommand's option given before it: where it goes.
+        (["--url", "http://127.0.0.1:1", "list"], "it is an option of list, after it: pingo list --url"),
     ],
 )
 def test_a_mistyped_subcommand_or_option_is_answered_with_the_closest_one(argv: list[str], hint: str) -> None:
