@@ -308,11 +308,12 @@ class WorkflowManager:
             ds.held_by_owner(self.ctx.store), stats.per_user(self.ctx.store, "10d", 0.0, time.time() + 1)
         )
         rows = []
-        for name in set(held) | set(spent):
+        # The statistics name work done while users were off NO_USER; the catalogue, None.
+        for name in set(held) | {n if n != stats.NO_USER else None for n in spent}:
             if not who.sees(name):
                 continue
             n, size = held.get(name, (0, 0))
-            t = spent.get(name or "", {})
+            t = spent.get(stats.NO_USER if name is None else name, {})
             rows.append(
                 UserUsage(
                     user=name, datasets=n, bytes=size, computeSeconds=float(t.get("compute_seconds", 0.0)),

@@ -29,6 +29,10 @@ COUNTERS = (
     "bytes_deleted",
 )
 FAILURE_PREFIX = "failures:"
+# The per-user key of work done while users were off (no workflow had an owner): counted
+# per user like anyone's, so the users' figures always add up to the team's and every view
+# of them (``pingo datasets --by-user``, the History page) reads the same buckets.
+NO_USER = ""
 # A query may span this many buckets (120 days of minutes is 172,800); beyond it, coarser.
 MAX_BUCKETS = 250_000
 
@@ -42,7 +46,7 @@ def collection(store: Store):
 
 
 def by_user(store: Store):
-    """The same buckets per user (``owner``): who computed, reused and saved what."""
+    """The same buckets per user (``owner``, NO_USER for none): who computed, reused and saved what."""
     return store.db["history_buckets_by_user"]
 
 
@@ -50,7 +54,7 @@ async def count(
     store: Store, at: float, failure: str | None = None, failures: int = 1, owner: str | None = None, **counters: float
 ) -> None:
     """Add ``counters`` (names from COUNTERS) and ``failures`` failures with one reason, at
-    time ``at``, to the team's buckets and, given an ``owner``, to that user's."""
+    time ``at``, to the team's buckets and to ``owner``'s (None: NO_USER's)."""
     inc = {k: v for k, v in counters.items() if v}
     unknown = set(inc) - set(COUNTERS)
     if unknown:
@@ -59,18 +63,17 @@ async def count(
         inc[FAILURE_PREFIX + failure] = failures
     if not inc:
         return
+    owner = NO_USER if owner is None else owner
     ops, mine = [], []
     for res, width in RESOLUTIONS.items():
         start = bucket_start(at, width)
         ops.append(UpdateOne({"_id": f"{res}:{start:.0f}"},
                              {"$inc": inc, "$setOnInsert": {"res": res, "start": start}}, upsert=True))  # fmt: skip
-        if owner is not None:
-            mine.append(UpdateOne({"_id": f"{owner}:{res}:{start:.0f}"},
-                                  {"$inc": inc, "$setOnInsert": {"owner": owner, "res": res, "start": start}},
-                                  upsert=True))  # fmt: skip
+        mine.append(UpdateOne({"_id": f"{owner}:{res}:{start:.0f}"},
+                              {"$inc": inc, "$setOnInsert": {"owner": owner, "res": res, "start": start}},
+                              upsert=True))  # fmt: skip
     await collection(store).bulk_write(ops, ordered=False)
-    if mine:
-        await by_user(store).bulk_write(mine, ordered=False)
+    await by_user(store).bulk_write(mine, ordered=False)
 
 
 def view(doc: dict[str, Any], width: int) -> dict[str, Any]:
@@ -100,7 +103,8 @@ async def query(store: Store, resolution: str, start: float, end: float, dense_l
 
 
 async def per_user(store: Store, resolution: str, start: float, end: float) -> dict[str, dict[str, Any]]:
-    """Each user's totals over the buckets overlapping [start, end)."""
+    """Each user's totals over the buckets overlapping [start, end), by name (NO_USER: work
+    done while users were off)."""
     width = RESOLUTIONS[resolution]
     first = bucket_start(start, width)
     totals: dict[str, dict[str, Any]] = {}

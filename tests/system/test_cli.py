@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from pingo.client import Client
+from pingo.display import duration
 from tests.support.net import free_port
 from tests.support.workflows import ROOT, shell_action
 
@@ -283,6 +284,11 @@ def run_pingo(*args: str, **env: str) -> subprocess.CompletedProcess:
         (["submit", "--dry-rnu", "wf.json"], "did you mean --dry-run?"),
         (["logs", "3", "--stream", "stdrr"], "did you mean 'stderr'?"),
         (["users", "ad", "ann"], "did you mean 'add'?"),
+        # A mistyped global flag, alone or before a subcommand.
+        (["--verzion"], "unrecognized argument --verzion: did you mean --version?"),
+        (["--verzion", "list"], "unrecognized argument --verzion: did you mean --version?"),
+        # A subcommand's option given before it: where it goes.
+        (["--url", "http://127.0.0.1:1", "list"], "it is an option of list, after it: pingo list --url"),
     ],
 )
 def test_a_mistyped_subcommand_or_option_is_answered_with_the_closest_one(argv: list[str], hint: str) -> None:
@@ -387,3 +393,26 @@ def test_a_second_demo_says_why_its_first_run_computes_nothing_and_fresh_starts_
     fresh = demo("--fresh")
     assert "already holds workflows" not in fresh and computed_in_run_1(fresh) == 1
     assert "already holds workflows from an earlier run" in demo()  # the usual catalogue is untouched
+
+
+def test_datasets_by_user_reads_the_same_figures_as_the_history_page(dev) -> None:
+    """``pingo datasets --by-user`` and the History page (its API) read the same per-user
+    figures, also for work done while no user exists (the History page's totals)."""
+    start, cli, _ = dev
+    start()
+    for _ in range(2):  # the second run reuses the first's report and skips the rest
+        run = cli("submit", "examples/diamond.json", "--wait")
+        assert run.returncode == 0, run.stderr + run.stdout
+    rows = json.loads(cli("datasets", "--by-user", "--json").stdout)
+    assert [r["user"] for r in rows] == [None]
+    mine = rows[0]
+    with urllib.request.urlopen(f"http://127.0.0.1:{cli.port}/api/v1/history/stats?resolution=1d") as r:
+        history = json.load(r)
+    page = history["byUser"]["" if mine["user"] is None else mine["user"]]
+    assert mine["computeSeconds"] > 0 and mine["savedSeconds"] > 0
+    assert mine["computeSeconds"] == pytest.approx(page["compute_seconds"]) == history["totals"]["compute_seconds"]
+    assert mine["savedSeconds"] == pytest.approx(page["saved_seconds"]) == history["totals"]["saved_seconds"]
+    assert mine["savedFromOthersSeconds"] == pytest.approx(page["saved_others_seconds"]) == 0
+    table = cli("datasets", "--by-user").stdout.splitlines()
+    assert table[1].split()[:2] == ["(no", "user)"], table
+    assert duration(mine["computeSeconds"]) in table[1] and duration(mine["savedSeconds"]) in table[1], table

@@ -3,6 +3,8 @@ services in process: what a person sees of workflows, storage and history."""
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 import time
 from pathlib import Path
@@ -34,6 +36,14 @@ def shown_bytes(n: float) -> str:
     while abs(v) >= 1024 and i < len(units) - 1:
         v, i = v / 1024, i + 1
     return f"{v:.{1 if i and abs(v) < 10 else 0}f} {units[i]}"
+
+
+# How many lines the text of an element takes on screen.
+LINES = """e => {
+  const r = document.createRange();
+  r.selectNodeContents(e);
+  return new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size;
+}"""
 
 
 async def fill_of(p: Page, action_id: str) -> str:
@@ -80,7 +90,7 @@ async def test_workflows_storage_and_history_pages(system: Api) -> None:
         for k in (1, 2, 3):
             assert await p.locator(f'[data-action="{by_local[k]["id"]}"]').get_attribute("data-decision") == "skipped"
         await leaf.click()
-        await expect(p.locator("#details")).to_contain_text("its output was reused")
+        await expect(p.locator("#reused-from")).to_contain_text("taken from the stored dataset")
         await expect(p.locator("#details")).to_contain_text(by_local[4]["hash"])
         await screenshot(p, "workflow-reused")
 
@@ -92,6 +102,10 @@ async def test_workflows_storage_and_history_pages(system: Api) -> None:
         await p.locator(f'[data-action="{boom["id"]}"]').click()
         await expect(p.locator("#log-stderr")).to_contain_text("fail.py: the input was empty")
         await expect(p.locator("#details")).to_contain_text(boom["jobId"])
+        # The attempts table keeps a job id on one line (cut with …), the whole id on hover.
+        job = p.locator("table.attempts td.job")
+        await expect(job).to_have_attribute("title", boom["jobId"])
+        assert await job.evaluate(LINES) == 1
         await screenshot(p, "workflow-failed")
 
         # Storage: the gauge against the budget, and the datasets of the runs.
@@ -127,6 +141,68 @@ async def test_workflows_storage_and_history_pages(system: Api) -> None:
         for word in ("null", "undefined", "NaN"):  # nothing unrendered leaks onto the page
             await expect(p.locator("main")).not_to_contain_text(word)
         await screenshot(p, "history")
+
+
+def round_steps(ticks: list[str]) -> bool:
+    """Whether axis labels like ``0|2 KiB|4 KiB`` go up in equal steps of 1, 2 or 5 times a
+    power of ten, in one unit."""
+    units = {t.split(" ", 1)[1] for t in ticks[1:] if " " in t}
+    values = [float(t.split(" ", 1)[0]) for t in ticks]
+    steps = {round(b - a, 9) for a, b in itertools.pairwise(values)}
+    if len(units) > 1 or len(steps) != 1 or values[0] != 0:
+        return False
+    (step,) = steps
+    mantissa = step / 10 ** math.floor(math.log10(step))
+    return any(math.isclose(mantissa, m) for m in (1, 2, 5))
+
+
+async def test_reused_and_skipped_actions_say_what_happened_and_history_fits_the_data(system: Api) -> None:
+    """A re-run's reused action says its output was taken from a stored dataset and links to
+    the action and workflow that computed it; a skipped one says which descendant's reuse
+    made it unneeded. The History page opens on a period that fits a new install's few
+    minutes, with round ticks."""
+    first = await system.run(diamond("ui-link"))
+    again = await system.run(diamond("ui-link"))
+    made = {a["localId"]: a for a in first["actions"]}
+    by_local = {a["localId"]: a for a in again["actions"]}
+    async with browser() as b, page(b) as p:
+        await p.goto(f"{system.base}/workflows/{again['id']}")
+        await p.locator(f'[data-action="{by_local[4]["id"]}"]').click()
+        reused = p.locator("#reused-from")
+        await expect(reused).to_contain_text(f"taken from the stored dataset {by_local[4]['hash'][:12]}")
+        link = reused.locator("a")
+        await expect(link).to_have_text(f"{made[4]['name']} in {first['name']}")
+        await expect(p.locator("#details")).to_contain_text("reused: its output was already stored")
+        for stale in ("decision", "its output was reused"):
+            await expect(p.locator("#details")).not_to_contain_text(stale)
+        await screenshot(p, "workflow-reused")
+
+        # A skipped action: not computed because its reader took a stored dataset.
+        await p.locator(f'[data-action="{by_local[2]["id"]}"]').click()
+        skipped = p.locator("#skipped-because")
+        await expect(skipped).to_contain_text("Skipped: not computed because what reads its output took a stored")
+        await expect(skipped.locator("a")).to_have_text(by_local[4]["name"])
+        await expect(p.locator("#details")).to_contain_text("Not run, so there is no log.")
+        await screenshot(p, "workflow-skipped")
+        await skipped.locator("a").click()  # selects the reusing action in place
+        await expect(p.locator("#details h2")).to_contain_text(by_local[4]["name"])
+
+        # The link opens the workflow that computed the dataset, that action selected.
+        await link.click()
+        await expect(p).to_have_url(f"{system.base}/workflows/{first['id']}?action={made[4]['id']}")
+        await expect(p.locator("#details h2")).to_contain_text(made[4]["name"])
+        await expect(p.locator(f'[data-action="{made[4]["id"]}"]')).to_have_class(re.compile(r"\bselected\b"))
+        await expect(p.locator("#details")).to_contain_text("computed: no stored output had its lineage")
+
+        # History, as a new install opens it: minutes of data, so minute buckets, not two days.
+        await p.goto(system.base + "/history")
+        await expect(p.locator(".switch a.active")).to_have_text("1m")
+        await expect(p.locator("#period")).to_contain_text("1-minute buckets (fitted to the history there is)")
+        for chart in ("actions", "seconds", "bytes"):
+            ticks = (await p.locator(f"#chart-{chart}").get_attribute("data-y-ticks") or "").split("|")
+            assert len(ticks) >= 2 and round_steps(ticks), (chart, ticks)
+        assert (await p.locator("#chart-bytes").get_attribute("data-y-ticks") or "").endswith("KiB")
+        await screenshot(p, "history-fitted")
 
 
 async def test_a_running_workflow_updates_live_and_is_killed_from_its_page(system: Api) -> None:
@@ -244,6 +320,21 @@ async def test_with_users_required_a_user_opens_her_workflow_its_logs_and_kills_
                     await expect(p.locator("#kill")).to_have_count(0)
                     await expect(p.locator("body")).not_to_contain_text('"status"')
                     await screenshot(p, "users-not-found")
+                    # His run of the same action reuses her dataset: the page says it was
+                    # another user's computation, and neither names nor links to it.
+                    bob = Api(settings, bob_token)
+                    await bob.open()
+                    try:
+                        his = await bob.run({"name": "bobs", "actions": [talkative("alice-done")]})
+                    finally:
+                        await bob.close()
+                    (reused,) = his["actions"]
+                    assert reused["state"] == "REUSED"
+                    await p.goto(f"{base}/workflows/{his['id']}?action={reused['id']}")
+                    await expect(p.locator("#reused-from")).to_contain_text("computed by another user's workflow")
+                    await expect(p.locator("#reused-from a")).to_have_count(0)
+                    await expect(p.locator("#details")).not_to_contain_text(done["id"])
+                    await screenshot(p, "users-reused-from-another")
         finally:
             await alice.close()
 

@@ -50,3 +50,20 @@ def test_a_size_setting_that_cannot_be_read_says_which_and_why(monkeypatch: pyte
 
 def test_sizes_are_shown_in_binary_units() -> None:
     assert [human(n) for n in (None, 0, 512, 1536, 10 * 1024**3)] == ["-", "0 B", "512 B", "1.5 KiB", "10.0 GiB"]
+
+
+def test_the_deployment_column_is_what_the_configmap_sets() -> None:
+    """deploy/README.md's "this deployment" column: the ConfigMap's value, or "not set"
+    (or the Secret) where the ConfigMap leaves the code's default."""
+    configmap = (ROOT / "deploy/kubernetes/configmap.yaml").read_text()
+    data = {k: v.strip().strip("'\"") for k, v in re.findall(r"^  (PINGO_[A-Z_]+): (.*)$", configmap, re.M)}
+    rows = re.findall(r"^\| `(PINGO_[A-Z_]+)` \| [^|]* \| ([^|]*) \|", (ROOT / "deploy/README.md").read_text(), re.M)
+    wrong = []
+    for var, shown in rows:
+        shown = shown.strip()
+        if shown == "not set" or shown.startswith("Secret"):
+            if var in data:
+                wrong.append((var, shown, data[var]))
+        elif shown.strip("`") != data.get(var):
+            wrong.append((var, shown, data.get(var)))
+    assert rows and not wrong, f"deploy/README.md's deployment column against configmap.yaml: {wrong}"

@@ -7,7 +7,8 @@ const ENDED = ["SUCCEEDED", "FAILED", "KILLED"];
 const NODE_W = 170;
 const NODE_H = 46;
 const wfId = decodeURIComponent(window.location.pathname.split("/").pop());
-let selected = null;
+// ?action=ID: the action shown selected when the page opens (links from other workflows).
+let selected = new URLSearchParams(window.location.search).get("action");
 let layoutKey = null;
 
 function mark(a) {
@@ -80,6 +81,75 @@ function field(label, value, cls) {
   return [Pingo.el("dt", {}, label), Pingo.el("dd", { class: cls || "" }, value ?? "–")];
 }
 
+// What planning decided, in words (the planner's reasons: docs/planning.md).
+const OUTCOME = {
+  stored: "reused: its output was already stored",
+  in_flight: "followed: the same computation was already running; its output is that one's",
+  feeds_only_reused: "skipped: its output was not needed",
+  not_stored: "computed: no stored output had its lineage",
+  forced: "computed: forceComputation asks for it",
+  unmanaged: "computed: an unmanaged output (isManaged: false) is never reused",
+};
+
+function outcome(a) {
+  const words = OUTCOME[a.reason] || `${a.decision}${a.reason ? ` (${a.reason})` : ""}`;
+  return Pingo.el("span", { title: `planner: ${a.decision} (${a.reason || "–"})` }, words);
+}
+
+// The workflow page of an action: /workflows/{workflow}?action={id} opens with it selected.
+function actionHref(workflowId, actionId) {
+  return `/workflows/${encodeURIComponent(workflowId)}?action=${encodeURIComponent(actionId)}`;
+}
+
+// The computation whose stored output a REUSED action took: the newest that began before it
+// (the dataset may have been computed again since). Another user's computation is not shown
+// by the API (docs/users.md): then only that it was another user's.
+async function reusedFrom(a) {
+  let d;
+  try {
+    d = await Pingo.api(`/api/v1/datasets/${encodeURIComponent(a.hash)}`);
+  } catch (error) {
+    return Pingo.el("p", { id: "reused-from", class: "muted" }, `Its stored dataset: ${error.message}`);
+  }
+  const dataset = Pingo.el("span", { class: "mono", title: a.hash }, a.hash.slice(0, 12));
+  const earlier = (d.computations || []).filter((c) => c.id !== a.id && (c.createdAt || 0) <= (a.createdAt || Infinity));
+  const made = earlier.find((c) => c.state === "FINISHED") || d.producer;
+  if (made && made.workflow) {
+    return Pingo.el("p", { id: "reused-from" }, "Its output was taken from the stored dataset ", dataset,
+      ", computed by ", Pingo.el("a", { href: actionHref(made.workflow.id, made.id) },
+        `${made.name} in ${made.workflow.name || made.workflow.id}`), " (",
+      Pingo.el("span", { class: "mono" }, made.workflow.id), ").");
+  }
+  return Pingo.el("p", { id: "reused-from" }, "Its output was taken from the stored dataset ", dataset,
+    d.othersActions ? ", computed by another user's workflow (not shown to you)." : ".");
+}
+
+// The actions below ``a`` that reused a stored output: why ``a`` was not needed.
+function reusingDescendants(a, actions) {
+  const children = new Map();
+  for (const x of actions) {
+    for (const p of x.parents || []) children.set(String(p), [...(children.get(String(p)) || []), x]);
+  }
+  const found = new Map();
+  const queue = [...(children.get(String(a.localId)) || [])];
+  while (queue.length) {
+    const x = queue.shift();
+    if (found.has(x.id)) continue;
+    found.set(x.id, x);
+    queue.push(...(children.get(String(x.localId)) || []));
+  }
+  return [...found.values()].filter((x) => x.state === "REUSED" || x.state === "FOLLOWING");
+}
+
+function skippedBecause(a, actions) {
+  const by = reusingDescendants(a, actions);
+  const names = by.map((x, i) => [i ? ", " : "", Pingo.el("a", { href: actionHref(wfId, x.id), "data-select": x.id },
+    x.name)]);
+  return Pingo.el("p", { id: "skipped-because" }, "Skipped: not computed because ",
+    by.length ? ["what reads its output took a stored dataset instead (", ...names.flat(), ")"]
+      : "nothing that reads its output was computed", ", so its own output was not needed.");
+}
+
 async function logPane(a, stream) {
   const pre = Pingo.el("pre", { class: "log", id: `log-${stream}` }, "loading…");
   try {
@@ -92,15 +162,27 @@ async function logPane(a, stream) {
   return pre;
 }
 
+// An attempt's time on one line: the clock time, the full date on hover.
+function clock(t) {
+  return t ? Pingo.el("span", { title: Pingo.when(t) }, new Date(t * 1000).toLocaleTimeString()) : "–";
+}
+
 async function details(a) {
-  const attempts = (a.attemptLog || []).map((r) => Pingo.el("tr", {},
-    Pingo.el("td", {}, r.attempt), Pingo.el("td", { class: "mono" }, r.jobId || "–"),
-    Pingo.el("td", {}, r.outcome), Pingo.el("td", {}, Pingo.when(r.startedAt || r.submittedAt)),
-    Pingo.el("td", {}, Pingo.when(r.endedAt)), Pingo.el("td", { class: "error" }, r.error || "")));
+  // A job id is long (workflow, action, attempt, token): one line, cut with … (CSS), the
+  // whole of it on hover and in the text copied.
+  // Its error on a row of its own, the width of the table, under the attempt.
+  const attempts = (a.attemptLog || []).flatMap((r) => [Pingo.el("tr", { class: r.error ? "with-error" : "" },
+    Pingo.el("td", {}, r.attempt), Pingo.el("td", { class: "mono job", title: r.jobId || "" }, r.jobId || "–"),
+    Pingo.el("td", {}, r.outcome), Pingo.el("td", {}, clock(r.startedAt || r.submittedAt)),
+    Pingo.el("td", {}, clock(r.endedAt))),
+  r.error ? Pingo.el("tr", { class: "attempt-error" }, Pingo.el("td", { colspan: 5, class: "error" }, r.error)) : null]);
+  const notRun = a.state === "REUSED" || a.state === "SKIPPED";
   const panel = Pingo.el("aside", { id: "details", class: "card" },
     Pingo.el("h2", {}, a.name, " ", Pingo.badge(a.state)),
+    a.state === "REUSED" ? await reusedFrom(a) : null,
+    a.state === "SKIPPED" ? skippedBecause(a, current.actions) : null,
     Pingo.el("dl", {},
-      field("action", a.id, "mono"), field("decision", `${a.decision}${a.reason ? ` (${a.reason})` : ""}`),
+      field("action", a.id, "mono"), field("planned", outcome(a)),
       field("submitted", Pingo.when(a.submittedAt)), field("started", Pingo.when(a.startedAt)),
       field("finished", Pingo.when(a.finishedAt)), field("took", a.seconds ? Pingo.seconds(a.seconds)
         : a.state === "RUNNING" && a.startedAt ? `${Pingo.seconds(Date.now() / 1000 - a.startedAt)} so far` : "–"),
@@ -108,15 +190,14 @@ async function details(a) {
       field("output", a.outputPath, "mono"), field("lineage hash", a.hash, "mono hash"),
       a.error ? field("error", a.error, "error") : []),
     attempts.length ? Pingo.el("table", { class: "attempts" }, Pingo.el("thead", {}, Pingo.el("tr", {},
-      ["attempt", "job", "outcome", "started", "ended", "error"].map((h) => Pingo.el("th", {}, h)))),
+      ["#", "job", "outcome", "started", "ended"].map((h) => Pingo.el("th", {}, h)))),
       Pingo.el("tbody", {}, attempts)) : null);
   const ran = a.attempts || (a.attemptLog || []).length;
   if (ran) {
     panel.append(Pingo.el("h3", {}, "stdout (last 200 lines)"), await logPane(a, "stdout"),
       Pingo.el("h3", {}, "stderr (last 200 lines)"), await logPane(a, "stderr"));
   } else {
-    panel.append(Pingo.el("p", { class: "muted" }, a.state === "REUSED" || a.state === "SKIPPED"
-      ? "Not run: its output was reused, so there is no log." : "Not run yet."));
+    panel.append(Pingo.el("p", { class: "muted" }, notRun ? "Not run, so there is no log." : "Not run yet."));
   }
   return panel;
 }
@@ -124,10 +205,21 @@ async function details(a) {
 let current = null;
 
 async function select(id) {
-  selected = id;
   const a = current.actions.find((x) => x.id === id);
+  if (!a) return;
+  selected = id;
   for (const n of document.querySelectorAll(".node")) n.classList.toggle("selected", n.dataset.action === id);
   document.getElementById("side").replaceChildren(await details(a));
+  const shown = new URL(window.location.href);
+  shown.searchParams.set("action", id);
+  window.history.replaceState(null, "", shown);
+  // Links to an action of this workflow select it in place.
+  for (const link of document.querySelectorAll("#details a[data-select]")) {
+    link.addEventListener("click", (event) => {
+      event.preventDefault();
+      select(link.dataset.select);
+    });
+  }
 }
 
 async function kill() {
