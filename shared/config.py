@@ -151,6 +151,12 @@ class Settings(BaseSettings):
     action_roots: list[Path] = Field(
         default_factory=list, description="Where actionFolder may point; default the working directory."
     )
+    fanout_max_files: int = Field(
+        1000,
+        ge=1,
+        description='Most files an action\'s "forEach": {"files": PATTERN} may match; more is a 422 '
+        '(docs/planning.md, "Fan-out over files").',
+    )
     local_slots: int = Field(4, description="Local executor: actions running at once on this machine.")
     job_sandbox: Literal["auto", "bwrap", "off"] = Field(
         "auto",

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 
 from shared.path_limits import path_problem
 from shared.strict_json import RepeatedKeys
-from shared.workflow_fanout import expand
+from shared.workflow_fanout import expand, files_pattern_problem
 from shared.workflow_messages import explain, kind, unknown_field
 from shared.workflow_parameters import DECLARATIONS, fill_in
 
@@ -170,6 +170,8 @@ class ActionSpec(TypeFields):
     timeoutSeconds: float | None = None
     # A definition mapped over these items; expanded before planning (shared/workflow_fanout.py).
     forEach: list[str] | None = None
+    # Or over the files this pattern matches, found at submission (shared/workflow_fanout_files.py).
+    forEachFiles: str | None = None
 
     def definition(self) -> dict[str, Any]:
         """The fields that define the computation: what equivalence is judged on."""
@@ -251,6 +253,14 @@ class _RawParent(BaseModel):
     actionId: StrictInt | str | None = None
 
 
+class ForEachFiles(BaseModel):
+    """``"forEach": {"files": "/data/in/*.csv"}``: one action per file the pattern matches
+    (docs/planning.md, "Fan-out over files")."""
+
+    model_config = ConfigDict(extra="forbid")
+    files: str
+
+
 class _RawAction(TypeFields):
     """One action as submitted, in either format. A field it does not know is a violation."""
 
@@ -275,7 +285,7 @@ class _RawAction(TypeFields):
     outputPath: str | None = None
     retries: RetryCount | RetryPolicy | None = None
     timeoutSeconds: Seconds | None = None
-    forEach: list[str | int | float | bool] | None = None
+    forEach: list[str | int | float | bool] | ForEachFiles | None = None
 
     @field_validator("id", "actionId", mode="before")
     @classmethod
@@ -335,6 +345,7 @@ _ACTION_PARTS = {
     "additionalInput": _RawParam,
     "configurationParameters": _RawSetting,
     "parentActions": _RawParent,
+    "forEach": ForEachFiles,
 }
 _DEFAULTS_PARTS = {None: ExecutionDefaults, "retries": RetryPolicy}
 
@@ -834,6 +845,8 @@ def _parse_action(
             bad(field, f"{field} must not contain '..' or NUL")
         elif value and (too_long := path_problem(field, value, output=field == "outputPath")):
             bad(field, too_long)
+    if isinstance(r.forEach, ForEachFiles) and (problem := files_pattern_problem(r.forEach.files, raw)):
+        bad("forEach", problem)
     if len(violations) > before or ident is None or atype is None:
         return None
     # Not a reason to drop the action: its children would then report a missing parent.
@@ -861,5 +874,6 @@ def _parse_action(
         outputPath=r.outputPath,
         retries=_policy(r.retries) or _policy(defaults.retries if defaults else None) or RetryPolicy(),
         timeoutSeconds=r.timeoutSeconds if r.timeoutSeconds is not None else (defaults and defaults.timeoutSeconds),
-        forEach=None if r.forEach is None else [_RawParam(value=v).to_param().value for v in r.forEach],
+        forEach=None if not isinstance(r.forEach, list) else [_RawParam(value=v).to_param().value for v in r.forEach],
+        forEachFiles=r.forEach.files if isinstance(r.forEach, ForEachFiles) else None,
     )
