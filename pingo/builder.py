@@ -133,12 +133,15 @@ def _pairs(values: Inputs | None) -> list[dict[str, Any]] | None:
 
 
 class Workflow:
-    """A workflow being written in Python. ``start`` and ``end`` (optional) are actions."""
+    """A workflow being written in Python. ``start`` and ``end`` (optional) are actions;
+    ``webhooks``: URLs told when it ends (docs/webhooks.md)."""
 
     def __init__(
-        self, name: str, *, retries: int | Mapping[str, float] | None = None, timeout: float | None = None
-    ) -> None:
+        self, name: str, *, retries: int | Mapping[str, float] | None = None, timeout: float | None = None,
+        webhooks: Sequence[str] = (),
+    ) -> None:  # fmt: skip
         self.name = name
+        self.webhooks = list(webhooks)
         self.actions: list[Action] = []
         self.start: Action | None = None
         self.end: Action | None = None
@@ -280,6 +283,8 @@ class Workflow:
             out["endActionId"] = self.end.id
         if self.defaults:
             out["defaults"] = dict(self.defaults)
+        if self.webhooks:
+            out["webhooks"] = list(self.webhooks)
         out["actions"] = [a.to_json() for a in self.actions]
         return out
 

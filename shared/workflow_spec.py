@@ -39,7 +39,9 @@ MAX_DEPTH = 64  # objects and arrays inside each other; MongoDB refuses document
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_TIMEOUT = 30 * 86_400  # seconds: a month; longer is a mistake, not a timeout
 MAX_REPORTED = 100  # document violations listed in one answer: the rest would only repeat them
-WORKFLOW_FIELDS = ("name", "startActionId", "endActionId", "actions", "defaults", "parameters", "parameterValues")
+WORKFLOW_FIELDS = (
+    "name", "startActionId", "endActionId", "actions", "defaults", "parameters", "parameterValues", "webhooks",
+)  # fmt: skip
 
 
 class ActionType(StrEnum):
@@ -199,6 +201,9 @@ class WorkflowSpec(BaseModel):
     startActionId: ActionId | None = None
     endActionId: ActionId | None = None
     actions: list[ActionSpec]
+    # URLs told when the workflow ends (docs/webhooks.md): not what it computes, so in no
+    # lineage hash (those are of actions alone).
+    webhooks: list[str] = Field(default_factory=list)
 
     def by_id(self) -> dict[ActionId, ActionSpec]:
         return {a.id: a for a in self.actions}
@@ -365,6 +370,27 @@ def _defaults(body: dict[str, Any], violations: list[Violation]) -> ExecutionDef
         for path, message in explain(exc, raw, _DEFAULTS_PARTS, "defaults"):
             violations.append(Violation(loc=_join("defaults", path), field="defaults", message=message))
         return ExecutionDefaults()
+
+
+def _webhooks(raw: Any, violations: list[Violation]) -> list[str]:
+    """The workflow's ``webhooks``: a list of http(s) URLs (docs/webhooks.md). Which hosts
+    they may call is the installation's to say, at submission (shared/webhooks/urls.py)."""
+    from shared.webhooks.urls import MAX_PER_WORKFLOW, url_problem
+
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or len(raw) > MAX_PER_WORKFLOW:
+        message = f"webhooks must be a list of at most {MAX_PER_WORKFLOW} URLs"
+        violations.append(Violation(loc="webhooks", field="webhooks", message=message))
+        return []
+    for i, url in enumerate(raw):
+        problem = url_problem(url) if isinstance(url, str) else "a webhook is a URL, in a string"
+        if problem:
+            violations.append(Violation(loc=f"webhooks[{i}]", field="webhooks", message=problem))
+    texts = [u for u in raw if isinstance(u, str)]
+    if len(set(texts)) < len(texts):
+        violations.append(Violation(loc="webhooks", field="webhooks", message="a webhook URL is given twice"))
+    return texts
 
 
 def _params(raw: list | dict) -> list[Param]:
@@ -565,6 +591,7 @@ def parse_workflow(
         raw_actions = []
 
     defaults = _defaults(body, violations)
+    webhooks = _webhooks(body.get("webhooks"), violations)
 
     # Each parsed action keeps its position in the submitted list: locations point there.
     positions: list[int] = []
@@ -653,7 +680,7 @@ def parse_workflow(
     violations = [v for j, v in enumerate(violations) if j < documented or v.loc not in placed]
     if violations:
         return None, violations
-    return WorkflowSpec(name=name.strip(), startActionId=start, endActionId=end, actions=actions), []
+    return WorkflowSpec(name=name.strip(), startActionId=start, endActionId=end, actions=actions, webhooks=webhooks), []
 
 
 def _configuration_problems(conf: list[_RawParam] | dict[str, Any], atype: ActionType) -> list[tuple[str, str]]:

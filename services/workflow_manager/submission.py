@@ -410,7 +410,10 @@ async def plan_and_write(
         "dataset_hashes": sorted(set(hashes.values())),
         "created_at": now,
     }
-    await wfs.insert(store, wfs.new_document(wf_id, spec.name, len(spec.actions), token, now, BY, owner), definition)
+    told = spec.webhooks if spec.webhooks or ctx.settings.webhooks else None  # docs/webhooks.md
+    await wfs.insert(
+        store, wfs.new_document(wf_id, spec.name, len(spec.actions), token, now, BY, owner, told), definition
+    )
     async with PlanningLease(ctx, wf_id, token) as lease:
         try:
             gate = StoreGate(ctx, wf_id, await ds.get_many(store, list(hashes.values())))

@@ -41,11 +41,16 @@ def derive(actions: list[dict[str, Any]], kill_requested: bool) -> WorkflowState
 
 
 def new_document(
-    wf_id: str, name: str, action_count: int, planner: str, now: float, by: str, owner: str | None = None
-) -> dict[str, Any]:
+    wf_id: str, name: str, action_count: int, planner: str, now: float, by: str, owner: str | None = None,
+    webhooks: list[str] | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """A workflow accepted by validation, PLANNING under ``planner``'s lease. ``owner``: the
-    user who submitted it (None while users are off: docs/users.md)."""
+    user who submitted it (None while users are off: docs/users.md). ``webhooks``: its own
+    webhook URLs, or [] when only the installation's are called: its end is then due to be
+    told (``webhooks_due``, docs/webhooks.md); None: no webhook."""
+    told = {} if webhooks is None else {"webhooks": webhooks, "webhooks_due": True}
     return {
+        **told,
         "_id": wf_id,
         "name": name,
         "owner": owner,
@@ -64,6 +69,11 @@ async def insert(store: Store, doc: dict[str, Any], definition: dict[str, Any]) 
     """The definition first: a workflow document always has its definition."""
     await definitions(store).insert_one(definition)
     await store.workflows.insert_one(doc)
+
+
+async def webhooks_written(store: Store, workflow_id: str) -> None:
+    """Its end's webhook deliveries are in the outbox (shared/store/webhooks.py)."""
+    await store.workflows.update_one({"_id": workflow_id}, {"$unset": {"webhooks_due": ""}})
 
 
 async def get(store: Store, workflow_id: str, fields: dict[str, int] | None = None) -> dict[str, Any] | None:
