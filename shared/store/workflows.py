@@ -71,6 +71,12 @@ async def insert(store: Store, doc: dict[str, Any], definition: dict[str, Any]) 
     await store.workflows.insert_one(doc)
 
 
+async def webhooks_due(store: Store, fields: dict[str, int]) -> list[dict[str, Any]]:
+    """Workflows whose end is still to be written to the webhook outbox, ended or not: one
+    equality on an indexed field (the running ones among them are few)."""
+    return [decode(w) or w async for w in store.workflows.find({"webhooks_due": True}, fields)]
+
+
 async def webhooks_written(store: Store, workflow_id: str) -> None:
     """Its end's webhook deliveries are in the outbox (shared/store/webhooks.py)."""
     await store.workflows.update_one({"_id": workflow_id}, {"$unset": {"webhooks_due": ""}})

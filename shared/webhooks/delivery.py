@@ -31,7 +31,6 @@ from shared.runtime import Context
 from shared.states import WorkflowState
 from shared.store import webhooks as hooks
 from shared.store import workflows as wfs
-from shared.store.transitions import decode
 from shared.store.webhooks import DeliveryState
 from shared.webhooks import signing
 from shared.webhooks.urls import redacted
@@ -50,9 +49,9 @@ FIELDS = {
 
 async def run_once(ctx: Context) -> bool:
     """One round: the ended workflows' deliveries written, the due ones sent. True: more is due."""
-    for state in ENDED:
-        for wf in await wfs.in_state(ctx.store, state, FIELDS, webhooks_due=True):
-            await enqueue(ctx, decode(wf) or wf)
+    for wf in await wfs.webhooks_due(ctx.store, FIELDS):
+        if wf["state"] in ENDED:
+            await enqueue(ctx, wf)
     return await deliver_due(ctx)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import signal
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -25,7 +26,8 @@ from shared.config import Settings
 from shared.events import Event
 from shared.runtime import Context, running
 from shared.store import webhooks as hooks
-from tests.support.system import Api, make_settings
+from shared.store.client import Store, connect
+from tests.support.system import Api, Processes, make_settings
 
 SECRET = "whsec_" + base64.b64encode(b"a shared secret of 32 bytes!!!!!").decode()
 
@@ -94,14 +96,14 @@ def workflow(name: str, webhooks: list[str] | None = None) -> dict[str, Any]:
     return body
 
 
-async def delivered(api: Api, ctx: Context, wf_id: str, count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
+async def delivered(store: Store, wf_id: str, count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        docs = await hooks.of_workflow(ctx.store, wf_id)
+        docs = await hooks.of_workflow(store, wf_id)
         if len(docs) == count and all(d["state"] == "DELIVERED" for d in docs):
             return docs
         await asyncio.sleep(0.1)
-    raise AssertionError(f"not delivered: {await hooks.of_workflow(ctx.store, wf_id)}")
+    raise AssertionError(f"not delivered: {await hooks.of_workflow(store, wf_id)}")
 
 
 async def test_a_workflow_end_is_posted_signed_and_a_failing_receiver_is_retried(
@@ -112,7 +114,7 @@ async def test_a_workflow_end_is_posted_signed_and_a_failing_receiver_is_retried
         receiver.failures["/mine"] = 2
         wf = await api.run(workflow("told", [f"{receiver.url}/mine"]))
         assert wf["state"] == "SUCCEEDED"
-        docs = await delivered(api, ctx, wf["id"], 2)
+        docs = await delivered(ctx.store, wf["id"], 2)
     finally:
         await stopped(services, api)
     by_origin = {d["origin"]: d for d in docs}
@@ -152,7 +154,7 @@ async def test_deliveries_outlast_a_restart_of_the_services(tmp_path: Path, mong
     receiver.failures["/all"] = 0
     ctx, services, api = await started(settings)
     try:
-        [doc] = await delivered(api, ctx, wf["id"], 1)
+        [doc] = await delivered(ctx.store, wf["id"], 1)
     finally:
         await stopped(services, api)
     assert doc["attempts"] >= 2 and doc["last_status"] == 204 and doc["last_error"] is None
@@ -176,3 +178,41 @@ async def test_a_webhook_on_a_host_the_operator_did_not_list_is_a_422(
                     "(PINGO_WEBHOOK_HOSTS: 127.0.0.1)"},
     ]  # fmt: skip
     assert receiver.got == []
+
+
+async def test_deliveries_go_out_with_the_broker_down_and_outlast_a_killed_callback_service(
+    tmp_path: Path, mongo_url: str, receiver: Receiver, rabbit_node: Any
+) -> None:
+    """The five services as processes over RabbitMQ. With the broker stopped, a workflow's
+    end is delivered after a failed attempt; another's, pending when the callback service
+    is killed, is delivered by the one started after it (a service waits for the broker
+    to start: shared/runtime.py)."""
+    settings = hooked_settings(tmp_path, mongo_url, receiver).model_copy(update={"amqp_url": rabbit_node.url})
+    (tmp_path / "logs").mkdir()
+    system = Processes(settings, tmp_path / "logs")
+    await system.start_all()
+    store = await connect(mongo_url, settings.mongo_db)
+    try:
+        rabbit_node.stop()
+        receiver.failures["/all"] = 1
+        first = await system.run(workflow("no broker"), timeout=60)
+        [doc] = await delivered(store, first["id"], 1)
+        assert doc["attempts"] == 2 and not rabbit_node.running
+
+        receiver.failures["/all"] = 10**6
+        second = await system.run(workflow("killed callback"), timeout=60)
+        deadline = time.monotonic() + 30
+        while len(receiver.of("/all?token=s3cret")) < 3 and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        system.stop("callback", signal.SIGKILL)
+        [doc] = await hooks.of_workflow(store, second["id"])
+        assert doc["state"] == "PENDING" and doc["last_status"] == 503
+        receiver.failures["/all"] = 0
+        rabbit_node.start()
+        system.start("callback")
+        [doc] = await delivered(store, second["id"], 1, timeout=60)
+    finally:
+        await store.close()
+        await system.stop_all()
+    headers, body = receiver.of("/all?token=s3cret")[-1]
+    assert Webhook(SECRET).verify(body, headers)["payload"]["name"] == "killed callback"
