@@ -27,6 +27,7 @@ import aiohttp
 from shared.events import Event, EventType, checked
 from shared.lifecycle.effects import PAYLOAD_OF
 from shared.lifecycle.moves import source_of, subject
+from shared.metrics import WEBHOOK_ATTEMPTS
 from shared.runtime import Context
 from shared.states import WorkflowState
 from shared.store import webhooks as hooks
@@ -121,13 +122,16 @@ async def attempt(ctx: Context, session: aiohttp.ClientSession, d: dict[str, Any
     attempts = d["attempts"] + 1
     if error is None:
         await hooks.record(ctx.store, d, DeliveryState.DELIVERED, status, None, None, now)
+        WEBHOOK_ATTEMPTS.labels("delivered").inc()
         log.info("webhook %s for %s delivered (attempt %d)", redacted(d["url"]), d["workflow_id"], attempts)
     elif attempts >= settings.webhook_attempts:
         await hooks.record(ctx.store, d, DeliveryState.GAVE_UP, status, error, None, now)
+        WEBHOOK_ATTEMPTS.labels("gave_up").inc()
         log.warning("webhook %s for %s given up after %d attempts: %s", redacted(d["url"]), d["workflow_id"],
                     attempts, error)  # fmt: skip
     else:
         retry_at = now + next_wait(settings.webhook_retry_seconds, attempts)
         await hooks.record(ctx.store, d, DeliveryState.PENDING, status, error, retry_at, now)
+        WEBHOOK_ATTEMPTS.labels("retrying").inc()
         log.info("webhook %s for %s failed (%s); attempt %d in %.0f s", redacted(d["url"]), d["workflow_id"], error,
                  attempts + 1, retry_at - now)  # fmt: skip

@@ -24,6 +24,7 @@ from standardwebhooks.webhooks import Webhook
 from pingo.dev import all_services
 from shared.config import Settings
 from shared.events import Event
+from shared.metrics import WEBHOOK_ATTEMPTS
 from shared.runtime import Context, running
 from shared.store import webhooks as hooks
 from shared.store.client import Store, connect
@@ -109,6 +110,7 @@ async def delivered(store: Store, wf_id: str, count: int, timeout: float = 30.0)
 async def test_a_workflow_end_is_posted_signed_and_a_failing_receiver_is_retried(
     tmp_path: Path, mongo_url: str, receiver: Receiver
 ) -> None:
+    counted = {o: WEBHOOK_ATTEMPTS.labels(o)._value.get() for o in ("delivered", "retrying")}
     ctx, services, api = await started(hooked_settings(tmp_path, mongo_url, receiver))
     try:
         receiver.failures["/mine"] = 2
@@ -120,6 +122,8 @@ async def test_a_workflow_end_is_posted_signed_and_a_failing_receiver_is_retried
     by_origin = {d["origin"]: d for d in docs}
     assert by_origin["workflow"]["attempts"] == 3 and by_origin["workflow"]["last_status"] == 204
     assert by_origin["installation"]["attempts"] == 1
+    attempts = {o: WEBHOOK_ATTEMPTS.labels(o)._value.get() - n for o, n in counted.items()}
+    assert attempts == {"delivered": 2, "retrying": 2}
     mine, everyone = receiver.of("/mine"), receiver.of("/all?token=s3cret")
     assert len(mine) == 3 and len(everyone) == 1
     # Every attempt sends the same bytes under the same id, each signed: the Standard
