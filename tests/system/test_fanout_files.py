@@ -5,6 +5,7 @@ action roots, matching nothing or too much, is a 422 naming the field."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +84,27 @@ async def test_a_pattern_outside_the_roots_matching_nothing_or_too_much_is_a_422
         assert status == 422, answer
         assert answer["violations"][0] == {"loc": "actions[0].forEach.files", "actionId": 1, "field": "forEach",
                                            "message": message}, pattern  # fmt: skip
+
+
+async def test_the_builder_maps_over_files_through_the_cli(files_system: Api, inputs: Path, tmp_path: Path) -> None:
+    from tests.system.test_python_workflows import pingo
+
+    for name in ("north.csv", "south.csv"):
+        (inputs / name).write_text(name)
+    script = tmp_path / "per_file.py"
+    script.write_text(
+        "from pingo.builder import ITEM, Files, Workflow\n"
+        "workflow = Workflow('per file')\n"
+        f"parts = workflow.shell(f'count {{ITEM}}', ['python3', 'synth.py'], folder='examples/jobs',\n"
+        f"                       inputs=[ITEM, '0', '1'], for_each=Files({str(inputs)!r} + '/*.csv'))\n"
+        "workflow.shell('gather', ['python3', 'synth.py'], folder='examples/jobs', inputs=['all', '0', '1'],\n"
+        "               parents=[parts])\n"
+    )
+    code, out, err = await pingo(files_system, "validate", str(script))
+    assert code == 0, err + out
+    code, out, err = await pingo(files_system, "submit", str(script), "--json")
+    assert code == 0, err + out
+    wf = await files_system.wait(json.loads(out)["id"], 60)
+    assert wf["state"] == "SUCCEEDED"
+    assert sorted(a["name"] for a in wf["actions"]) == [f"count {inputs}/north.csv", f"count {inputs}/south.csv",
+                                                         "gather"]  # fmt: skip
