@@ -44,6 +44,8 @@ class Receiver:
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
         self.got.append((request.path_qs, dict(request.headers), body))
+        if request.path == "/moved":  # towards a host no webhook may call
+            raise web.HTTPFound("http://169.254.169.254/latest/meta-data")
         if self.failures.get(request.path, 0) > 0:
             self.failures[request.path] -= 1
             return web.Response(status=503)
@@ -141,6 +143,26 @@ async def test_a_workflow_end_is_posted_signed_and_a_failing_receiver_is_retried
     assert event.type == published[0].type and event.subject == published[0].subject
     assert event.payload == published[0].payload
     assert event.payload["state"] == "SUCCEEDED" and event.payload["name"] == "told"
+
+
+async def test_a_redirect_is_never_followed_and_a_delivery_is_given_up_after_its_last_attempt(
+    tmp_path: Path, mongo_url: str, receiver: Receiver
+) -> None:
+    settings = hooked_settings(tmp_path, mongo_url, receiver).model_copy(update={"webhook_attempts": 2})
+    ctx, services, api = await started(settings)
+    try:
+        wf = await api.run(workflow("moved", [f"{receiver.url}/moved"]))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            docs = {d["origin"]: d for d in await hooks.of_workflow(ctx.store, wf["id"])}
+            if docs.get("workflow", {}).get("state") == "GAVE_UP":
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await stopped(services, api)
+    assert docs["workflow"]["attempts"] == 2 and docs["workflow"]["last_status"] == 302
+    assert docs["workflow"]["last_error"] == "answered 302"
+    assert len(receiver.of("/moved")) == 2  # and nothing else was asked for it
 
 
 async def test_deliveries_outlast_a_restart_of_the_services(tmp_path: Path, mongo_url: str, receiver: Receiver) -> None:
