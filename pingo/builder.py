@@ -13,8 +13,9 @@ Ids are given in the order actions are made (1, 2, ...) unless one is given. A p
 must be an action of the same workflow, made before its child: a builder's workflow is a
 DAG by construction.
 
-``for_each=[...]`` maps an action over a list (docs/planning.md, "Fan-out"): ``ITEM`` stands
-for ``{{item}}``, each item's place; a child given the action as a parent gathers them all.
+``for_each=[...]`` maps an action over a list (docs/planning.md, "Fan-out"), and
+``for_each=Files("/data/in/*.csv")`` over the files a pattern matches: ``ITEM`` stands for
+``{{item}}``, each item's place; a child given the action as a parent gathers them all.
 
 ``workflow.parameter("day", default=...)`` declares a parameter (docs/planning.md,
 "Parameters") and returns a ``Parameter``, which stands for its reference ``{{day}}``
@@ -44,6 +45,12 @@ class Parameter:
         return "{{" + self.name + "}}"
 
 
+def _for_each(items: Sequence[Scalar] | Files | None) -> list[Scalar] | dict[str, str] | None:
+    if items is None:
+        return None
+    return items.to_json() if isinstance(items, Files) else list(items)
+
+
 def _plain(value: Any) -> Any:
     """``value`` with every ``Parameter`` in it turned into its reference."""
     if isinstance(value, Parameter):
@@ -57,6 +64,19 @@ def _plain(value: Any) -> Any:
 
 # The item of a fan-out action (``for_each=[...]``): as text, ``{{item}}``.
 ITEM = Parameter("item")
+
+
+@dataclass(frozen=True)
+class Files:
+    """``for_each=Files("/data/in/*.csv")``: one action per file the pattern matches on the
+    action's storage, found when the workflow is submitted; ``ITEM`` is each file's path
+    (docs/planning.md, "Fan-out over files")."""
+
+    pattern: str | Parameter
+
+    def to_json(self) -> dict[str, str]:
+        return {"files": str(self.pattern)}
+
 
 # What an input or a configuration value may be: the language turns numbers and booleans
 # into text (``true``/``false``), as it does for JSON.
@@ -72,7 +92,7 @@ class Options(TypedDict, total=False):
     output_path: str  # an unmanaged action's output (isManaged: false)
     retries: int | Mapping[str, float]  # 2, or {"count": 2, "delaySeconds": 10, "backoff": 2}
     timeout: float  # seconds, one attempt
-    for_each: Sequence[Scalar]  # the items of a fan-out; ITEM is each one's place
+    for_each: Sequence[Scalar] | Files  # the items of a fan-out, or Files(pattern); ITEM is each one's place
 
 
 class InvalidWorkflow(ValueError):
@@ -113,12 +133,15 @@ def _pairs(values: Inputs | None) -> list[dict[str, Any]] | None:
 
 
 class Workflow:
-    """A workflow being written in Python. ``start`` and ``end`` (optional) are actions."""
+    """A workflow being written in Python. ``start`` and ``end`` (optional) are actions;
+    ``webhooks``: URLs told when it ends (docs/webhooks.md)."""
 
     def __init__(
-        self, name: str, *, retries: int | Mapping[str, float] | None = None, timeout: float | None = None
-    ) -> None:
+        self, name: str, *, retries: int | Mapping[str, float] | None = None, timeout: float | None = None,
+        webhooks: Sequence[str] = (),
+    ) -> None:  # fmt: skip
         self.name = name
+        self.webhooks = list(webhooks)
         self.actions: list[Action] = []
         self.start: Action | None = None
         self.end: Action | None = None
@@ -222,7 +245,7 @@ class Workflow:
             "outputPath": common.pop("output_path", None),
             "retries": common.pop("retries", None),
             "timeoutSeconds": common.pop("timeout", None),
-            "forEach": None if (items := common.pop("for_each", None)) is None else list(items),
+            "forEach": _for_each(common.pop("for_each", None)),
         }
         if common:
             known = "id, force, output_path, retries, timeout, for_each"
@@ -260,6 +283,8 @@ class Workflow:
             out["endActionId"] = self.end.id
         if self.defaults:
             out["defaults"] = dict(self.defaults)
+        if self.webhooks:
+            out["webhooks"] = list(self.webhooks)
         out["actions"] = [a.to_json() for a in self.actions]
         return out
 

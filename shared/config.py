@@ -14,7 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from shared.sizes import Bytes
@@ -151,6 +151,12 @@ class Settings(BaseSettings):
     action_roots: list[Path] = Field(
         default_factory=list, description="Where actionFolder may point; default the working directory."
     )
+    fanout_max_files: int = Field(
+        1000,
+        ge=1,
+        description='Most files an action\'s "forEach": {"files": PATTERN} may match; more is a 422 '
+        '(docs/planning.md, "Fan-out over files").',
+    )
     local_slots: int = Field(4, description="Local executor: actions running at once on this machine.")
     job_sandbox: Literal["auto", "bwrap", "off"] = Field(
         "auto",
@@ -184,6 +190,53 @@ class Settings(BaseSettings):
                 if name.upper().startswith("PINGO"):
                     raise ValueError(f"PINGO_JOB_ENV_PASS: {name!r}: Pingo's own settings never reach a job")
         return value
+
+    webhooks: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="URLs called with the workflow.finished event when any workflow ends, comma-separated "
+        "(docs/webhooks.md); signed with PINGO_WEBHOOK_SECRET.",
+    )
+    webhook_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description='Hosts a workflow\'s own "webhooks" may call, comma-separated: "hooks.example.org" (any port), '
+        '"hooks.example.org:8443", ".example.org" (it and its subdomains). Default: none (a workflow\'s webhooks are '
+        "refused: they could reach internal services).",
+    )
+    webhook_secret: SecretStr | None = Field(
+        None,
+        description="The shared secret webhook deliveries are signed with (Standard Webhooks, whsec_<base64>); "
+        "required with PINGO_WEBHOOKS or PINGO_WEBHOOK_HOSTS.",
+    )
+    webhook_attempts: int = Field(
+        10, ge=1, le=100, description="Attempts of one webhook delivery before it is given up."
+    )
+    webhook_retry_seconds: float = Field(
+        5.0, gt=0, description="Wait before a webhook delivery's second attempt; each later wait doubles, up to 1 h."
+    )
+    webhook_timeout: float = Field(10.0, gt=0, description="Seconds a webhook receiver has to answer one attempt.")
+
+    @field_validator("webhooks", "webhook_hosts", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            return json.loads(text) if text.startswith("[") else [n.strip() for n in text.split(",") if n.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _webhooks_signed(self) -> Settings:
+        from shared.webhooks.signing import secret_problem  # the library that signs is the one that checks
+
+        if (self.webhooks or self.webhook_hosts) and self.webhook_secret is None:
+            raise ValueError("PINGO_WEBHOOKS and PINGO_WEBHOOK_HOSTS need PINGO_WEBHOOK_SECRET: deliveries are signed")
+        if self.webhook_secret is not None and (problem := secret_problem(self.webhook_secret.get_secret_value())):
+            raise ValueError(f"PINGO_WEBHOOK_SECRET: {problem}")
+        from shared.webhooks.urls import url_problem
+
+        for url in self.webhooks:
+            if problem := url_problem(url):
+                raise ValueError(f"PINGO_WEBHOOKS: {problem}")
+        return self
 
     spark_master: str | None = Field(
         None, description="SPARK actions' --master; default local[2] (local executor), yarn (Oozie)."

@@ -37,6 +37,12 @@ CALLBACKS = Counter(
     "Job-end callbacks received: accepted (then confirmed by polling the job) or refused (unknown or wrong secret).",
     ["outcome"],
 )
+WEBHOOK_ATTEMPTS = Counter(
+    "pingo_webhook_attempts_total",
+    "Attempts of webhook deliveries (docs/webhooks.md): delivered (a 2xx), retrying (failed, another is due) or "
+    "gave_up (the last attempt failed).",
+    ["outcome"],
+)
 POLL_LAG = Histogram(
     "pingo_poll_lag_seconds",
     "How late a running action was polled after its next_poll_at came due.",

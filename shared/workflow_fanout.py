@@ -56,6 +56,21 @@ def _uses_item(value: Any) -> bool:
     return False
 
 
+def files_pattern_problem(pattern: str, raw_action: dict[str, Any]) -> str | None:
+    """What is wrong with ``"forEach": {"files": pattern}`` as written, before any file is
+    looked for (shared/workflow_fanout_files.py finds them at submission)."""
+    if not pattern.strip():
+        return "forEach.files must be a file pattern, e.g. /data/in/*.csv"
+    if ".." in pattern.split("/"):
+        return "forEach.files must not contain '..'"
+    if ITEM_REFERENCE in pattern:
+        return "forEach.files cannot use {{item}}: each matching file is the item"
+    if not _uses_item({k: v for k, v in raw_action.items() if k != "forEach"}):
+        return ("an action with forEach must write {{item}} where each item goes (its command, inputs, ...): "
+                "without it every file is the same computation")  # fmt: skip
+    return None
+
+
 def _text_size(template: dict[str, Any], items: list[str]) -> int:
     """About how many characters the copies of ``template`` for ``items`` hold: known before
     making them, so that a small body cannot make gigabytes."""

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 
 from shared.path_limits import path_problem
 from shared.strict_json import RepeatedKeys
-from shared.workflow_fanout import expand
+from shared.workflow_fanout import expand, files_pattern_problem
 from shared.workflow_messages import explain, kind, unknown_field
 from shared.workflow_parameters import DECLARATIONS, fill_in
 
@@ -39,7 +39,9 @@ MAX_DEPTH = 64  # objects and arrays inside each other; MongoDB refuses document
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_TIMEOUT = 30 * 86_400  # seconds: a month; longer is a mistake, not a timeout
 MAX_REPORTED = 100  # document violations listed in one answer: the rest would only repeat them
-WORKFLOW_FIELDS = ("name", "startActionId", "endActionId", "actions", "defaults", "parameters", "parameterValues")
+WORKFLOW_FIELDS = (
+    "name", "startActionId", "endActionId", "actions", "defaults", "parameters", "parameterValues", "webhooks",
+)  # fmt: skip
 
 
 class ActionType(StrEnum):
@@ -170,6 +172,8 @@ class ActionSpec(TypeFields):
     timeoutSeconds: float | None = None
     # A definition mapped over these items; expanded before planning (shared/workflow_fanout.py).
     forEach: list[str] | None = None
+    # Or over the files this pattern matches, found at submission (shared/workflow_fanout_files.py).
+    forEachFiles: str | None = None
 
     def definition(self) -> dict[str, Any]:
         """The fields that define the computation: what equivalence is judged on."""
@@ -197,6 +201,9 @@ class WorkflowSpec(BaseModel):
     startActionId: ActionId | None = None
     endActionId: ActionId | None = None
     actions: list[ActionSpec]
+    # URLs told when the workflow ends (docs/webhooks.md): not what it computes, so in no
+    # lineage hash (those are of actions alone).
+    webhooks: list[str] = Field(default_factory=list)
 
     def by_id(self) -> dict[ActionId, ActionSpec]:
         return {a.id: a for a in self.actions}
@@ -251,6 +258,14 @@ class _RawParent(BaseModel):
     actionId: StrictInt | str | None = None
 
 
+class ForEachFiles(BaseModel):
+    """``"forEach": {"files": "/data/in/*.csv"}``: one action per file the pattern matches
+    (docs/planning.md, "Fan-out over files")."""
+
+    model_config = ConfigDict(extra="forbid")
+    files: str
+
+
 class _RawAction(TypeFields):
     """One action as submitted, in either format. A field it does not know is a violation."""
 
@@ -275,7 +290,7 @@ class _RawAction(TypeFields):
     outputPath: str | None = None
     retries: RetryCount | RetryPolicy | None = None
     timeoutSeconds: Seconds | None = None
-    forEach: list[str | int | float | bool] | None = None
+    forEach: list[str | int | float | bool] | ForEachFiles | None = None
 
     @field_validator("id", "actionId", mode="before")
     @classmethod
@@ -335,6 +350,7 @@ _ACTION_PARTS = {
     "additionalInput": _RawParam,
     "configurationParameters": _RawSetting,
     "parentActions": _RawParent,
+    "forEach": ForEachFiles,
 }
 _DEFAULTS_PARTS = {None: ExecutionDefaults, "retries": RetryPolicy}
 
@@ -354,6 +370,27 @@ def _defaults(body: dict[str, Any], violations: list[Violation]) -> ExecutionDef
         for path, message in explain(exc, raw, _DEFAULTS_PARTS, "defaults"):
             violations.append(Violation(loc=_join("defaults", path), field="defaults", message=message))
         return ExecutionDefaults()
+
+
+def _webhooks(raw: Any, violations: list[Violation]) -> list[str]:
+    """The workflow's ``webhooks``: a list of http(s) URLs (docs/webhooks.md). Which hosts
+    they may call is the installation's to say, at submission (shared/webhooks/urls.py)."""
+    from shared.webhooks.urls import MAX_PER_WORKFLOW, url_problem
+
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or len(raw) > MAX_PER_WORKFLOW:
+        message = f"webhooks must be a list of at most {MAX_PER_WORKFLOW} URLs"
+        violations.append(Violation(loc="webhooks", field="webhooks", message=message))
+        return []
+    for i, url in enumerate(raw):
+        problem = url_problem(url) if isinstance(url, str) else "a webhook is a URL, in a string"
+        if problem:
+            violations.append(Violation(loc=f"webhooks[{i}]", field="webhooks", message=problem))
+    texts = [u for u in raw if isinstance(u, str)]
+    if len(set(texts)) < len(texts):
+        violations.append(Violation(loc="webhooks", field="webhooks", message="a webhook URL is given twice"))
+    return texts
 
 
 def _params(raw: list | dict) -> list[Param]:
@@ -554,6 +591,7 @@ def parse_workflow(
         raw_actions = []
 
     defaults = _defaults(body, violations)
+    webhooks = _webhooks(body.get("webhooks"), violations)
 
     # Each parsed action keeps its position in the submitted list: locations point there.
     positions: list[int] = []
@@ -642,7 +680,7 @@ def parse_workflow(
     violations = [v for j, v in enumerate(violations) if j < documented or v.loc not in placed]
     if violations:
         return None, violations
-    return WorkflowSpec(name=name.strip(), startActionId=start, endActionId=end, actions=actions), []
+    return WorkflowSpec(name=name.strip(), startActionId=start, endActionId=end, actions=actions, webhooks=webhooks), []
 
 
 def _configuration_problems(conf: list[_RawParam] | dict[str, Any], atype: ActionType) -> list[tuple[str, str]]:
@@ -834,6 +872,8 @@ def _parse_action(
             bad(field, f"{field} must not contain '..' or NUL")
         elif value and (too_long := path_problem(field, value, output=field == "outputPath")):
             bad(field, too_long)
+    if isinstance(r.forEach, ForEachFiles) and (problem := files_pattern_problem(r.forEach.files, raw)):
+        bad("forEach", problem)
     if len(violations) > before or ident is None or atype is None:
         return None
     # Not a reason to drop the action: its children would then report a missing parent.
@@ -861,5 +901,6 @@ def _parse_action(
         outputPath=r.outputPath,
         retries=_policy(r.retries) or _policy(defaults.retries if defaults else None) or RetryPolicy(),
         timeoutSeconds=r.timeoutSeconds if r.timeoutSeconds is not None else (defaults and defaults.timeoutSeconds),
-        forEach=None if r.forEach is None else [_RawParam(value=v).to_param().value for v in r.forEach],
+        forEach=None if not isinstance(r.forEach, list) else [_RawParam(value=v).to_param().value for v in r.forEach],
+        forEachFiles=r.forEach.files if isinstance(r.forEach, ForEachFiles) else None,
     )

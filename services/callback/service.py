@@ -27,6 +27,7 @@ from shared.states import ActionState
 from shared.store import actions as acts
 from shared.store.actions import ActionDoc
 from shared.ticker import Ticker, cancel_all, forever
+from shared.webhooks import delivery as webhooks
 
 log = logging.getLogger(__name__)
 A = ActionState
@@ -69,6 +70,8 @@ class CallbackService:
         await web.TCPSite(self.runner, self.settings.callback_host, self.settings.callback_port).start()
         self.tasks.append(asyncio.create_task(forever("poller", self.poll, self.poll_ticker)))
         self.tasks.append(asyncio.create_task(forever("repair", self.repair, self.repair_ticker)))
+        # Webhooks from the outbox in the store (docs/webhooks.md).
+        self.tasks.append(asyncio.create_task(forever("webhooks", lambda: webhooks.run_once(self.ctx), Ticker(1.0))))
 
     async def stop(self) -> None:
         await cancel_all(self.tasks)

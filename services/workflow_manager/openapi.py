@@ -54,6 +54,11 @@ class WorkflowDefinition(BaseModel):
     parameterValues: dict[str, str | int | float | bool] | None = Field(
         None, description="This submission's values, filled in before hashing; a declared default otherwise"
     )
+    webhooks: list[str] | None = Field(
+        None,
+        description="Up to 5 http(s) URLs called when the workflow ends, on hosts the operator allows "
+        "(PINGO_WEBHOOK_HOSTS); not part of any lineage hash (docs/webhooks.md)",
+    )
     actions: list[SubmittedAction]
 
 

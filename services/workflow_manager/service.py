@@ -45,6 +45,8 @@ from shared.store import stats
 from shared.store import workflows as wfs
 from shared.store.idempotency import Held
 from shared.ticker import Ticker, cancel_all, forever
+from shared.webhooks.urls import refused_webhooks
+from shared.workflow_fanout_files import expand_files
 from shared.workflow_spec import MAX_DEPTH, id_order, parse_workflow, too_deep
 
 log = logging.getLogger(__name__)
@@ -130,6 +132,8 @@ class WorkflowManager:
                          violations=[deep.model_dump(exclude_none=True)])  # fmt: skip
         parsed: list = []
         spec, violations = parse_workflow(body, parsed)
+        spec, files = await expand_files(spec, parsed, self.settings, self.ctx.storage)  # forEach.files
+        violations = [*violations, *files, *refused_webhooks(body, self.settings)]
         owner = auth.identity(request).name
         paths, local = await resolve_paths(parsed, self.settings, self.ctx.storage, self.ctx.executor, owner)
         violations = [*violations, *local]

@@ -437,8 +437,9 @@ class Submitter:
             "dataset_hashes": sorted(set(hashes.values())),
             "created_at": now,
         }
+        told = spec.webhooks if spec.webhooks or self.settings.webhooks else None  # docs/webhooks.md
         await wfs.insert(
-            store, wfs.new_document(wf_id, spec.name, len(spec.actions), token, now, BY, owner), definition
+            store, wfs.new_document(wf_id, spec.name, len(spec.actions), token, now, BY, owner, told), definition
         )
         async with PlanningLease(store, self.settings.stale_after, wf_id, token) as lease:
             try:

@@ -55,6 +55,12 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
         ([("owner", ASCENDING)], {}),
         ([("owner", ASCENDING), ("created_at", ASCENDING)], {}),
         ([("created_at", ASCENDING)], {}),
+        # Ended workflows whose webhooks are not yet in the outbox (docs/webhooks.md).
+        ([("webhooks_due", ASCENDING)], {}),
+    ],
+    "webhook_deliveries": [
+        ([("state", ASCENDING), ("next_try_at", ASCENDING)], {}),
+        ([("workflow_id", ASCENDING)], {}),
     ],
 }
 

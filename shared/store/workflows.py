@@ -41,11 +41,16 @@ def derive(actions: list[dict[str, Any]], kill_requested: bool) -> WorkflowState
 
 
 def new_document(
-    wf_id: str, name: str, action_count: int, planner: str, now: float, by: str, owner: str | None = None
-) -> dict[str, Any]:
+    wf_id: str, name: str, action_count: int, planner: str, now: float, by: str, owner: str | None = None,
+    webhooks: list[str] | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """A workflow accepted by validation, PLANNING under ``planner``'s lease. ``owner``: the
-    user who submitted it (None while users are off: docs/users.md)."""
+    user who submitted it (None while users are off: docs/users.md). ``webhooks``: its own
+    webhook URLs, or [] when only the installation's are called: its end is then due to be
+    told (``webhooks_due``, docs/webhooks.md); None: no webhook."""
+    told = {} if webhooks is None else {"webhooks": webhooks, "webhooks_due": True}
     return {
+        **told,
         "_id": wf_id,
         "name": name,
         "owner": owner,
@@ -70,6 +75,17 @@ async def planning_of(store: Store, workflow_id: str) -> dict[str, Any] | None:
     """What a workflow's planning may have claimed or produced: ``action_ids`` and
     ``dataset_hashes`` of its definition (what an undo releases)."""
     return await definitions(store).find_one({"_id": workflow_id}, {"action_ids": 1, "dataset_hashes": 1})
+
+
+async def webhooks_due(store: Store, fields: dict[str, int]) -> list[dict[str, Any]]:
+    """Workflows whose end is still to be written to the webhook outbox, ended or not: one
+    equality on an indexed field (the running ones among them are few)."""
+    return [decode(w) or w async for w in store.workflows.find({"webhooks_due": True}, fields)]
+
+
+async def webhooks_written(store: Store, workflow_id: str) -> None:
+    """Its end's webhook deliveries are in the outbox (shared/store/webhooks.py)."""
+    await store.workflows.update_one({"_id": workflow_id}, {"$unset": {"webhooks_due": ""}})
 
 
 async def get(store: Store, workflow_id: str, fields: dict[str, int] | None = None) -> dict[str, Any] | None:

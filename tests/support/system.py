@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from pydantic import SecretStr
 from pymongo import AsyncMongoClient
 
 from services.action_manager.service import ActionManager
@@ -125,6 +126,8 @@ class Api:
 def settings_env(settings: Settings) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINGO_")}
     for name, value in settings.model_dump(exclude_none=True).items():
+        if isinstance(value, SecretStr):  # its text is masked; the process needs the secret
+            value = value.get_secret_value()
         if isinstance(value, list):
             env[f"PINGO_{name.upper()}"] = json.dumps([str(v) for v in value])
         else:

@@ -116,3 +116,26 @@ def test_a_small_body_cannot_fan_out_to_gigabytes() -> None:
     found = violations(shell(1, "{{item}}", "x" * 4000, forEach=[str(n) for n in range(9_000)]))
     assert len(found) == 1 and found[0][0] == "actions"
     assert "characters of definitions: at most 33554432" in found[0][2]
+
+
+def test_a_file_pattern_is_read_and_checked_before_any_file_is_looked_for() -> None:
+    from pingo.builder import Files
+
+    workflow = Workflow("per file")
+    day = workflow.parameter("day", default="2026-11-20")
+    workflow.shell(f"count {ITEM}", ["wc", "-l", str(ITEM)], folder="examples/jobs",
+                   for_each=Files(f"/data/{day}/*.csv"))  # fmt: skip
+    body = workflow.to_json()
+    assert body["actions"][0]["forEach"] == {"files": "/data/{{day}}/*.csv"}
+    # Offline (pingo validate) the pattern is accepted, its parameter filled in; the files
+    # are found at submission (shared/workflow_fanout_files.py).
+    spec, problems = parse_workflow(body)
+    assert problems == [] and spec is not None
+    assert spec.actions[0].forEachFiles == "/data/2026-11-20/*.csv" and spec.actions[0].forEach is None
+    assert "forEachFiles" not in spec.actions[0].definition()
+    assert violations(shell(1, "x", forEach={"files": "/data/*.csv"})) == [
+        ("actions[0].forEach", 1, "an action with forEach must write {{item}} where each item goes (its command, "
+                                  "inputs, ...): without it every file is the same computation")]  # fmt: skip
+    assert violations(shell(1, "{{item}}", forEach={"files": "/data/../etc/*"})) == [
+        ("actions[0].forEach", 1, "forEach.files must not contain '..'")]  # fmt: skip
+    assert violations(shell(1, "{{item}}", forEach={"file": "/data/*"}))[0][0] == "actions[0].forEach.file"
