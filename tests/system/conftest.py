@@ -57,8 +57,10 @@ def mongo_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, mongo_url: str) -> Settings:
-    return make_settings(tmp_path, mongo_url)
+def settings(request: pytest.FixtureRequest, tmp_path: Path, mongo_url: str) -> Settings:
+    """The test's settings; ``@pytest.mark.settings(name=value, ...)`` overrides some."""
+    marker = request.node.get_closest_marker("settings")
+    return make_settings(tmp_path, mongo_url, **(marker.kwargs if marker else {}))
 
 
 @pytest.fixture
