@@ -22,7 +22,7 @@ from services.workflow_manager.views import View
 from shared.hashing import workflow_hashes
 from shared.planning import PlannedAction, plan
 from shared.runtime import Context
-from shared.states import DATASET_REUSABLE, DatasetState
+from shared.states import DATASET_IN_FLIGHT, DATASET_REUSABLE, DatasetState
 from shared.storage import Storage
 from shared.storage.verification import Level, verify
 from shared.store import datasets as ds
@@ -104,7 +104,7 @@ class ReadOnlyGate:
         self, aid: ActionId, h: str, lineage: dict, claimants: list[ActionId], leaf: bool
     ) -> str | None:
         doc = self.known.get(h)
-        if doc is None or doc["state"] not in ds.IN_FLIGHT or not doc.get("producers"):
+        if doc is None or doc["state"] not in DATASET_IN_FLIGHT or not doc.get("producers"):
             return None
         return doc["producers"][0] if ds._lineage_matches(doc, lineage) else None
 

@@ -26,7 +26,7 @@ from shared.metrics import REUSE_HITS, SAVED_SECONDS
 from shared.path_limits import path_problem
 from shared.planning import PlannedAction, plan
 from shared.runtime import Context
-from shared.states import ACTION_LIVE, DATASET_REUSABLE, ActionState, DatasetState, WorkflowState
+from shared.states import ACTION_LIVE, DATASET_IN_FLIGHT, DATASET_REUSABLE, ActionState, DatasetState, WorkflowState
 from shared.storage import Storage
 from shared.storage.base import FolderTooLarge
 from shared.store import actions as acts
@@ -179,7 +179,7 @@ class StoreGate:
         """Follow a live computation of ``h`` by another workflow: claim the dataset for
         the children, then register as a follower of a producer that has not ended."""
         known = self.known.get(h)
-        if known is None or known["state"] not in ds.IN_FLIGHT or not known.get("producers"):
+        if known is None or known["state"] not in DATASET_IN_FLIGHT or not known.get("producers"):
             return None
         return await self.follow(aid, h, lineage, claimants, leaf)
 
