@@ -536,6 +536,21 @@ def parse_workflow(
         return None, [*violations, Violation(loc="$", message="a workflow must be a JSON object")]
     # A place the document checks already reject is reported once, by them.
     documented, placed = len(violations), {v.loc for v in violations}
+    name, raw_actions = _top_level(body, violations)
+    defaults = _defaults(body, violations)
+    actions, positions, rejected = _parse_actions(raw_actions, violations, defaults, tainted, parsed)
+    seen = _unique_ids(actions, positions, violations)
+    start, end = _references(body, actions, seen, rejected, violations)
+    _graph_problems(actions, seen, start, end, violations)
+    actions, positions = expand(actions, positions, start, end, violations, parsed)  # forEach
+    violations = [v for j, v in enumerate(violations) if j < documented or v.loc not in placed]
+    if violations:
+        return None, violations
+    return WorkflowSpec(name=name.strip(), startActionId=start, endActionId=end, actions=actions), []
+
+
+def _top_level(body: dict[str, Any], violations: list[Violation]) -> tuple[str, list[Any]]:
+    """The workflow's own fields: unknown ones reported, its name and its raw actions."""
     for key in body:
         if key not in WORKFLOW_FIELDS:
             message = unknown_field(key, WORKFLOW_FIELDS, "in the workflow")
@@ -552,13 +567,18 @@ def parse_workflow(
     elif not raw_actions:
         violations.append(Violation(loc="actions", field="actions", message="a workflow must have at least one action"))
         raw_actions = []
+    return name, raw_actions
 
-    defaults = _defaults(body, violations)
 
-    # Each parsed action keeps its position in the submitted list: locations point there.
+def _parse_actions(
+    raw_actions: list[Any], violations: list[Violation], defaults: ExecutionDefaults, tainted: set[int],
+    parsed: list[tuple[int, ActionSpec]] | None,
+) -> tuple[list[ActionSpec], list[int], set[ActionId]]:  # fmt: skip
+    """Each action that parses on its own, with its position in the submitted list
+    (locations point there), and the ids of those rejected: their children do not report
+    them missing too."""
     positions: list[int] = []
     actions: list[ActionSpec] = []
-    # Ids of actions rejected on their own: their children do not report them missing too.
     rejected: set[ActionId] = set()
     for i, raw in enumerate(raw_actions):
         action = _parse_action(i, raw, violations, defaults)
@@ -569,9 +589,12 @@ def parse_workflow(
                 parsed.append((i, action))
         elif (hint := _id_hint(raw)) is not None:
             rejected.add(hint)
+    return actions, positions, rejected
 
-    # Stored actions are named "<workflow>.<id>": 1 and "1" would be one document, so they
-    # are one id here too.
+
+def _unique_ids(actions: list[ActionSpec], positions: list[int], violations: list[Violation]) -> dict[ActionId, int]:
+    """The position of each action id, duplicates reported. Stored actions are named
+    "<workflow>.<id>": 1 and "1" would be one document, so they are one id here too."""
     seen: dict[ActionId, int] = {}
     named: dict[str, tuple[ActionId, int]] = {}
     for i, a in zip(positions, actions, strict=True):
@@ -589,7 +612,15 @@ def parse_workflow(
         else:
             seen[a.id] = i
             named[str(a.id)] = (a.id, i)
+    return seen
 
+
+def _references(
+    body: dict[str, Any], actions: list[ActionSpec], seen: dict[ActionId, int], rejected: set[ActionId],
+    violations: list[Violation],
+) -> tuple[ActionId | None, ActionId | None]:  # fmt: skip
+    """The start and end action ids (None where unusable) and the parents, each checked to
+    name an action of this workflow."""
     refs: dict[str, Any] = {"startActionId": body.get("startActionId"), "endActionId": body.get("endActionId")}
     for field, ref in refs.items():
         if ref is not None and (isinstance(ref, bool) or not isinstance(ref, int | str)):
@@ -619,7 +650,14 @@ def parse_workflow(
                         message="an action cannot be its own parent",
                     )
                 )
+    return refs["startActionId"], refs["endActionId"]
 
+
+def _graph_problems(
+    actions: list[ActionSpec], seen: dict[ActionId, int], start: ActionId | None, end: ActionId | None,
+    violations: list[Violation],
+) -> None:  # fmt: skip
+    """Cycles among the parents, and an end action that comes before the start."""
     g = nx.DiGraph()
     g.add_nodes_from(seen)
     g.add_edges_from((p, a.id) for a in actions for p in a.parents if p in seen and p != a.id)
@@ -628,7 +666,6 @@ def parse_workflow(
         violations.append(Violation(loc="actions", field="parentActions", actionId=cycle[0], message=f"cycle: {path}"))
         if len(violations) > 200:
             break
-    start, end = refs["startActionId"], refs["endActionId"]
     if start in seen and end in seen and nx.is_directed_acyclic_graph(g) and start in nx.descendants(g, end):
         violations.append(
             Violation(
@@ -637,12 +674,6 @@ def parse_workflow(
                 message=f"end action {end!r} is an ancestor of start action {start!r}",
             )
         )
-
-    actions, positions = expand(actions, positions, start, end, violations, parsed)  # forEach
-    violations = [v for j, v in enumerate(violations) if j < documented or v.loc not in placed]
-    if violations:
-        return None, violations
-    return WorkflowSpec(name=name.strip(), startActionId=start, endActionId=end, actions=actions), []
 
 
 def _configuration_problems(conf: list[_RawParam] | dict[str, Any], atype: ActionType) -> list[tuple[str, str]]:

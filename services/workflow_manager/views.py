@@ -45,7 +45,7 @@ def workflow_of(action_id: str) -> str:
 # --- actions and workflows -------------------------------------------------------------------
 
 
-class PlannedAction(View):
+class PlannedActionView(View):
     """An action as planned: what a submission answers, per action."""
 
     id: str
@@ -90,7 +90,7 @@ def attempt_view(r: dict[str, Any]) -> Attempt:
     )  # fmt: skip
 
 
-class Action(PlannedAction):
+class Action(PlannedActionView):
     """An action with everything recorded about its run."""
 
     type: str | None
@@ -131,8 +131,8 @@ def _planned_fields(a: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def planned_action(a: dict[str, Any]) -> PlannedAction:
-    return PlannedAction(**_planned_fields(a))
+def planned_action(a: dict[str, Any]) -> PlannedActionView:
+    return PlannedActionView(**_planned_fields(a))
 
 
 def action_view(a: dict[str, Any]) -> Action:
@@ -168,7 +168,7 @@ class Plan(View):
 
     id: str
     state: WorkflowState
-    actions: list[PlannedAction]
+    actions: list[PlannedActionView]
 
 
 class Workflow(View):
