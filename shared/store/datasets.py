@@ -24,6 +24,7 @@ from shared.states import (
 )
 from shared.store.client import Store
 from shared.store.paging import page_after
+from shared.store.records import DatasetRecord
 from shared.store.transitions import decode, history_entry, transition, transition_many
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,12 @@ def _lineage_matches(doc: dict[str, Any], lineage: dict[str, Any]) -> bool:
 
 async def get(store: Store, h: str) -> dict[str, Any] | None:
     return decode(await store.datasets.find_one({"_id": h}))
+
+
+async def record(store: Store, h: str) -> DatasetRecord | None:
+    """The dataset as the API shows it, history and lineage included."""
+    doc = await store.datasets.find_one({"_id": h})
+    return DatasetRecord.of(doc) if doc is not None else None
 
 
 async def try_reuse(
@@ -164,14 +171,14 @@ async def live_among(store: Store, names: list[str]) -> set[str]:
 
 async def newest(
     store: Store, limit: int, state: str | None = None, after: tuple[float, str] | None = None
-) -> list[dict[str, Any]]:
+) -> list[DatasetRecord]:
     """Datasets most recently changed first (ties by hash), without history and lineage,
     after ``after`` (the change time and hash of the last one of the previous page)."""
     query: dict[str, Any] = {"state": state} if state else {}
     if after is not None:
         query["updated_at"] = {"$lte": after[0]}  # ties with the last one are dropped below
     cursor = store.datasets.find(query, {"history": 0, "lineage": 0}).sort([("updated_at", -1), ("_id", -1)])
-    return await page_after(cursor, "updated_at", after, limit)
+    return [DatasetRecord.of(d) for d in await page_after(cursor, "updated_at", after, limit)]
 
 
 async def bytes_by_state(store: Store) -> dict[str, int]:
