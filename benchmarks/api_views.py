@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from services.workflow_manager.views import DatasetList, WorkflowList, dataset_view, workflow_view
-from shared.store.records import DatasetRecord, WorkflowRecord
+from services.workflow_manager.views import DatasetList, WorkflowList, action_view, dataset_view, workflow_view
+from shared.store.records import ActionRecord, DatasetRecord, WorkflowRecord
 
 
 def workflow_doc(i: int) -> dict[str, Any]:
@@ -38,6 +38,21 @@ def dataset_doc(i: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def action_doc(i: int) -> dict[str, Any]:
+    """A finished action as a workflow's detail reads it (with its history and one attempt)."""
+    return {
+        "_id": f"wf-1.{i}", "workflow_id": "wf-1", "local_id": i, "name": f"a{i}", "type": "SHELL",
+        "hash": f"{i:064x}", "managed": True, "force": False, "decision": "compute", "reason": "not_stored",
+        "state": "FINISHED", "output_path": f"/pingo/d/{i}", "parents": [], "parent_local_ids": [i - 1],
+        "followers": [], "attempt": 1, "submit_errors": 0, "failed_attempts": 0, "job_id": f"job-{i}",
+        "executor": "local", "created_at": 1e9, "submitted_at": 1e9 + 1, "started_at": 1e9 + 2,
+        "finished_at": 1e9 + 3, "seconds": 1.0, "size": 10,
+        "attempt_log": [{"attempt": 1, "job_id": f"job-{i}", "executor": "local", "outcome": "succeeded"}],
+        "history": [{"state": s, "at": 1e9 + n, "by": "action_manager"} for n, s in enumerate(
+            ["READY", "SUBMITTED", "RUNNING", "FINISHED"])],
+    }  # fmt: skip
+
+
 def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
     times = []
     for _ in range(repeat):
@@ -54,9 +69,12 @@ def main() -> None:
     args = parser.parse_args()
     workflows = [workflow_doc(i) for i in range(args.n)]
     datasets = [dataset_doc(i) for i in range(args.n)]
+    actions = [action_doc(i) for i in range(args.n)]
     cases: dict[str, Callable[[], object]] = {
         "decode workflows": lambda: [WorkflowRecord.of(d) for d in workflows],
         "decode datasets": lambda: [DatasetRecord.of(d) for d in datasets],
+        "decode actions": lambda: [ActionRecord.of(d) for d in actions],
+        "action views": lambda: [action_view(ActionRecord.of(d)).model_dump_json() for d in actions],
         "workflow list JSON": lambda: WorkflowList(
             workflows=[workflow_view(WorkflowRecord.of(d)) for d in workflows], next=None
         ).model_dump_json(),

@@ -47,7 +47,7 @@ from shared.store import datasets as ds
 from shared.store import stats
 from shared.store import workflows as wfs
 from shared.store.idempotency import Held
-from shared.store.records import WorkflowRecord
+from shared.store.records import ActionRecord, WorkflowRecord
 from shared.ticker import Ticker, cancel_all, forever
 from shared.workflow_spec import MAX_DEPTH, id_order, parse_workflow, too_deep
 
@@ -196,7 +196,7 @@ class WorkflowManager:
         if wf.get("kill_requested") and wf["state"] == W.RUNNING:
             self.apply_kill(wf["_id"])  # killed while it was being planned
         docs.sort(key=lambda d: id_order(d["local_id"]))
-        plan = Plan(id=wf["_id"], state=wf["state"], actions=[planned_action(d) for d in docs])
+        plan = Plan(id=wf["_id"], state=wf["state"], actions=[planned_action(ActionRecord.of(d)) for d in docs])
         plan = await sharing.for_caller(self.ctx.store, plan, auth.identity(request))
         response = answer(plan, 201, headers={"Location": f"/api/v1/workflows/{wf['_id']}"})
         if held is not None:
@@ -223,15 +223,11 @@ class WorkflowManager:
         wf = await wfs.record(self.ctx.store, request.match_info["id"])
         return wf if wf is not None and auth.identity(request).sees(wf.owner) else None
 
-    async def _actions(self, wf_id: str) -> list[dict[str, Any]]:
-        docs = await acts.of_workflow(self.ctx.store, wf_id, {"secret": 0})
-        return sorted(docs, key=lambda a: id_order(a["local_id"]))
-
     async def get_workflow(self, request: web.Request) -> web.Response:
         wf = await self._workflow(request)
         if wf is None:
             return error(404, f"no workflow {request.match_info['id']!r}")
-        detail = workflow_detail(wf, await self._actions(wf.id))
+        detail = workflow_detail(wf, await acts.records_of_workflow(self.ctx.store, wf.id))
         return answer(await sharing.for_caller(self.ctx.store, detail, auth.identity(request)))
 
     async def get_timeline(self, request: web.Request) -> web.Response:
@@ -239,9 +235,9 @@ class WorkflowManager:
         wf = await self._workflow(request)
         if wf is None:
             return error(404, f"no workflow {request.match_info['id']!r}")
-        actions = await self._actions(wf.id)
-        hashes = sorted({a["hash"] for a in actions if a.get("managed")})
-        datasets = list((await ds.get_many(self.ctx.store, hashes, {"history": 1})).values())
+        actions = await acts.records_of_workflow(self.ctx.store, wf.id)
+        hashes = sorted({a.hash for a in actions if a.managed and a.hash})
+        datasets = await ds.histories(self.ctx.store, hashes)
         rows = timeline(wf, actions, datasets)
         if q.cursor is not None:
             after = (float(q.cursor.key or 0), *q.cursor.id.split(TIE, 2))
@@ -318,7 +314,7 @@ class WorkflowManager:
         found = await wfs.briefs(self.ctx.store, named) if named else {}
         names = {wf_id: w.name for wf_id, w in found.items()}
         makers = sorted({m for d in page if (m := d.maker)})
-        action_names = {a["_id"]: a.get("name") for a in await acts.get_many(self.ctx.store, makers, {"name": 1})}
+        action_names = {a.id: a.name for a in await acts.records(self.ctx.store, makers, {"name": 1})}
         visible = None if who.admin else {wf_id for wf_id, w in found.items() if who.sees(w.owner)}
         view = DatasetList(
             byUser=await self.usage_by_user(auth.identity(request)) if q.byUser else None,

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.hashing import canonical
 from shared.states import ActionState, DatasetState, WorkflowState
-from shared.store.records import DatasetRecord, Move, WorkflowBrief, WorkflowRecord, history
+from shared.store.records import ActionRecord, AttemptRecord, DatasetRecord, Move, WorkflowBrief, WorkflowRecord
 from shared.workflow_spec import masked_parameters
 
 ActionId = int | str
@@ -82,11 +82,10 @@ class Attempt(View):
     error: str | None = Field(description="Why it ended, as the executor or Pingo said")
 
 
-def attempt_view(r: dict[str, Any]) -> Attempt:
+def attempt_view(r: AttemptRecord) -> Attempt:
     return Attempt(
-        attempt=r.get("attempt") or 0, jobId=r.get("job_id"), executor=r.get("executor"),
-        submittedAt=r.get("submitted_at"), startedAt=r.get("started_at"), endedAt=r.get("ended_at"),
-        outcome=r.get("outcome") or "", error=r.get("error"),
+        attempt=r.attempt, jobId=r.job_id, executor=r.executor, submittedAt=r.submitted_at, startedAt=r.started_at,
+        endedAt=r.ended_at, outcome=r.outcome, error=r.error,
     )  # fmt: skip
 
 
@@ -117,49 +116,49 @@ class Action(PlannedActionView):
     takeoverOf: str | None
 
 
-def _planned_fields(a: dict[str, Any]) -> dict[str, Any]:
+def _planned_fields(a: ActionRecord) -> dict[str, Any]:
     return {
-        "id": a["_id"],
-        "localId": a["local_id"],
-        "name": a["name"],
-        "hash": a["hash"],
-        "decision": a["decision"],
-        "reason": a.get("reason"),
-        "state": a["state"],
-        "outputPath": a.get("output_path"),
-        "follows": a.get("follows") or None,
+        "id": a.id,
+        "localId": a.local_id,
+        "name": a.name,
+        "hash": a.hash,
+        "decision": a.decision,
+        "reason": a.reason,
+        "state": a.state,
+        "outputPath": a.output_path,
+        "follows": a.follows or None,
     }
 
 
-def planned_action(a: dict[str, Any]) -> PlannedActionView:
+def planned_action(a: ActionRecord) -> PlannedActionView:
     return PlannedActionView(**_planned_fields(a))
 
 
-def action_view(a: dict[str, Any]) -> Action:
+def action_view(a: ActionRecord) -> Action:
     return Action(
         **_planned_fields(a),
-        type=a.get("type"),
-        managed=a.get("managed"),
-        forceComputation=a.get("force"),
-        parents=a.get("parent_local_ids", []),
-        attempts=a.get("attempt", 0),
-        attemptLog=[attempt_view(r) for r in a.get("attempt_log") or []],
-        failedAttempts=a.get("failed_attempts", 0),
-        retryAt=a.get("retry_at") if a["state"] == ActionState.RETRYING else None,
-        retries=a.get("retries"),
-        timeoutSeconds=a.get("timeout_seconds"),
-        submitErrors=a.get("submit_errors", 0),
-        jobId=a.get("job_id"),
-        createdAt=a.get("created_at"),
-        submittedAt=a.get("submitted_at"),
-        startedAt=a.get("started_at"),
-        finishedAt=a.get("finished_at"),
-        seconds=a.get("seconds"),
-        size=a.get("size"),
-        error=a.get("error"),
-        followers=a.get("followers", []),
-        successor=a.get("successor"),
-        takeoverOf=a.get("takeover_of"),
+        type=a.type,
+        managed=a.managed,
+        forceComputation=a.force,
+        parents=a.parent_local_ids,
+        attempts=a.attempt,
+        attemptLog=[attempt_view(r) for r in a.attempt_log],
+        failedAttempts=a.failed_attempts,
+        retryAt=a.retry_at if a.state == ActionState.RETRYING else None,
+        retries=a.retries,
+        timeoutSeconds=a.timeout_seconds,
+        submitErrors=a.submit_errors,
+        jobId=a.job_id,
+        createdAt=a.created_at,
+        submittedAt=a.submitted_at,
+        startedAt=a.started_at,
+        finishedAt=a.finished_at,
+        seconds=a.seconds,
+        size=a.size,
+        error=a.error,
+        followers=a.followers,
+        successor=a.successor,
+        takeoverOf=a.takeover_of,
     )
 
 
@@ -215,7 +214,7 @@ def workflow_view(wf: WorkflowRecord) -> Workflow:
     return Workflow(**_workflow_fields(wf))
 
 
-def workflow_detail(wf: WorkflowRecord, actions: list[dict[str, Any]]) -> WorkflowDetail:
+def workflow_detail(wf: WorkflowRecord, actions: list[ActionRecord]) -> WorkflowDetail:
     return WorkflowDetail(**_workflow_fields(wf), actions=[action_view(a) for a in actions])
 
 
@@ -386,16 +385,17 @@ class DatasetDetail(Dataset):
     history: list[Transition]
 
 
-def action_link(a: dict[str, Any], workflows: dict[str, WorkflowBrief]) -> ActionLink:
-    wf = workflows.get(a["workflow_id"])
+def action_link(a: ActionRecord, workflows: dict[str, WorkflowBrief]) -> ActionLink:
+    wf_id = a.workflow_id or ""
+    wf = workflows.get(wf_id)
     return ActionLink(
-        id=a["_id"],
-        name=a["name"],
-        state=a["state"],
-        decision=a["decision"],
-        reason=a.get("reason"),
-        workflow=WorkflowLink(id=a["workflow_id"], name=wf.name if wf else None, href=workflow_href(a["workflow_id"])),
-        createdAt=a.get("created_at"),
+        id=a.id,
+        name=a.name,
+        state=a.state,
+        decision=a.decision,
+        reason=a.reason,
+        workflow=WorkflowLink(id=wf_id, name=wf.name if wf else None, href=workflow_href(wf_id)),
+        createdAt=a.created_at,
     )
 
 
@@ -439,7 +439,7 @@ def actor(kind: str, by: str | None) -> str | None:
     return service if at and _BARE_REPLICA.fullmatch(replica) else by
 
 
-def timeline(wf: WorkflowRecord, actions: list[dict[str, Any]], datasets: list[dict[str, Any]]) -> list[TimelineEntry]:
+def timeline(wf: WorkflowRecord, actions: list[ActionRecord], datasets: list[DatasetRecord]) -> list[TimelineEntry]:
     """The story of one workflow, in time order, from its submission: its own transitions,
     its actions', and those of their datasets from then on (a dataset's earlier history
     belongs to the workflows that made it before). Actors by name (``actor``); the
@@ -448,8 +448,8 @@ def timeline(wf: WorkflowRecord, actions: list[dict[str, Any]], datasets: list[d
     since = float(wf.created_at or 0)
     stories: list[tuple[str, str, tuple[Move, ...]]] = [
         ("workflow", wf.id, wf.history),
-        *(("action", f"{a['_id']} ({a['name']})", history(a)) for a in actions),
-        *(("dataset", d["_id"], history(d)) for d in datasets),
+        *(("action", f"{a.id} ({a.name})", a.history) for a in actions),
+        *(("dataset", d.id, d.history) for d in datasets),
     ]
     for kind, label, moves in stories:
         for h in moves:

@@ -44,6 +44,11 @@ async def get(store: Store, h: str) -> dict[str, Any] | None:
     return decode(await store.datasets.find_one({"_id": h}))
 
 
+async def histories(store: Store, hashes: list[str]) -> list[DatasetRecord]:
+    """The histories of the datasets ``hashes`` that exist (a workflow's timeline)."""
+    return [DatasetRecord.of(d) for d in (await get_many(store, hashes, {"history": 1})).values()]
+
+
 async def record(store: Store, h: str) -> DatasetRecord | None:
     """The dataset as the API shows it, history and lineage included."""
     doc = await store.datasets.find_one({"_id": h})

@@ -1,20 +1,19 @@
 """Typed records of stored documents, as the API reads them.
 
 A document leaves the store as a raw dict; the reads the API makes (``workflows.record``,
-``workflows.newest``, ``workflows.briefs``, ``datasets.record``, ``datasets.newest``) decode
-it here once, into a plain record with slots, and the views read attributes. Decoding
-checks nothing (the guarded writer wrote the document): one constructor call per document,
-no validation per read (docs/architecture.md, "Typed records at the edge").
+``datasets.newest``, ``actions.records_of_workflow`` ...) decode it here once, into a plain
+record with slots, and the views read attributes. Decoding checks nothing (the guarded
+writer wrote the document): one constructor call per document, no validation per read
+(docs/architecture.md, "Typed records at the edge").
 
 Engine code that moves documents keeps reading dicts: it writes back what it reads.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
-
-from shared.store.transitions import decode
 
 
 @dataclass(slots=True)
@@ -27,10 +26,23 @@ class Move:
     note: str | None
 
 
-def history(doc: dict[str, Any]) -> tuple[Move, ...]:
-    """A document's history (read back as dicts on every store: ``transitions.decode``)."""
-    items = decode({"history": doc.get("history")}) if doc.get("history") else None
-    return tuple(Move(h["state"], h["at"], h.get("by"), h.get("note")) for h in (items or {}).get("history") or ())
+def _pushed(doc: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """A ``$push``ed list as dicts, on every store: nx-27017 keeps its entries as JSON text
+    (as ``transitions.decode`` reads them)."""
+    items = doc.get(key)
+    return [json.loads(h) if isinstance(h, str) else h for h in items] if items else []
+
+
+class _History:
+    """A record's history, decoded when read: most reads of a document never look at it."""
+
+    __slots__ = ()
+    stored_history: list[Any] | None
+
+    @property
+    def history(self) -> tuple[Move, ...]:
+        entries = _pushed({"history": self.stored_history}, "history")
+        return tuple(Move(h["state"], h["at"], h.get("by"), h.get("note")) for h in entries)
 
 
 @dataclass(slots=True)
@@ -47,7 +59,7 @@ class WorkflowBrief:
 
 
 @dataclass(slots=True)
-class WorkflowRecord:
+class WorkflowRecord(_History):
     """A stored workflow (docs/state-machines.md, "Workflow"); ``history`` is empty where
     the read left it out."""
 
@@ -64,7 +76,7 @@ class WorkflowRecord:
     kill_requested: bool = False
     kill_requested_at: float | None = None
     killed_by: str | None = None
-    history: tuple[Move, ...] = ()
+    stored_history: list[Any] | None = None  # as stored: read it as ``history``
 
     @classmethod
     def of(cls, doc: dict[str, Any]) -> WorkflowRecord:
@@ -73,17 +85,17 @@ class WorkflowRecord:
         return cls(
             doc["_id"], doc["state"], get("name"), get("owner"), get("counts"), get("outcome"), get("open_actions"),
             get("created_at"), get("finished_at"), get("error"), bool(get("kill_requested")),
-            get("kill_requested_at"), get("killed_by"), history(doc) if "history" in doc else (),
+            get("kill_requested_at"), get("killed_by"), get("history"),
         )  # fmt: skip
 
 
 @dataclass(slots=True)
-class DatasetRecord:
+class DatasetRecord(_History):
     """A stored dataset (docs/state-machines.md, "Dataset"); ``lineage`` is None and
     ``history`` empty where the read left them out."""
 
     id: str  # its lineage hash
-    state: str
+    state: str | None
     path: str | None = None
     size: int | None = None
     files: int | None = None  # as recorded at commit
@@ -100,17 +112,17 @@ class DatasetRecord:
     created_at: float | None = None
     updated_at: float | None = None
     lineage: dict[str, Any] | None = None  # {definition, parents}, as hashed
-    history: tuple[Move, ...] = ()
+    stored_history: list[Any] | None = None  # as stored: read it as ``history``
 
     @classmethod
     def of(cls, doc: dict[str, Any]) -> DatasetRecord:
         get = doc.get
         # Positional, in the fields' order (as WorkflowRecord.of).
         return cls(
-            doc["_id"], doc["state"], get("path"), get("size"), get("files"), get("checksum"), get("committed_at"),
+            doc["_id"], get("state"), get("path"), get("size"), get("files"), get("checksum"), get("committed_at"),
             get("compute_seconds_total") or 0.0, int(get("compute_count") or 0), get("use_count", 0),
             get("claims", []), get("producers", []), get("produced_by"), get("owner"), get("last_used_at"),
-            get("created_at"), get("updated_at"), get("lineage"), history(doc) if "history" in doc else (),
+            get("created_at"), get("updated_at"), get("lineage"), get("history"),
         )  # fmt: skip
 
     @property
@@ -127,3 +139,80 @@ class DatasetRecord:
     def named_actions(self) -> list[str]:
         """The actions it names: its readers to come, its producers, its maker."""
         return [*(self.claims or []), *(self.producers or []), *filter(None, [self.produced_by])]
+
+
+@dataclass(slots=True)
+class AttemptRecord:
+    """One attempt of an action that ended (``attempt_log``; docs/state-machines.md, "Retries and timeouts")."""
+
+    attempt: int
+    job_id: str | None
+    executor: str | None
+    submitted_at: float | None
+    started_at: float | None
+    ended_at: float | None
+    outcome: str
+    error: str | None
+
+    @classmethod
+    def of(cls, r: dict[str, Any]) -> AttemptRecord:
+        get = r.get
+        return cls(
+            get("attempt") or 0, get("job_id"), get("executor"), get("submitted_at"), get("started_at"),
+            get("ended_at"), get("outcome") or "", get("error"),
+        )  # fmt: skip
+
+
+@dataclass(slots=True)
+class ActionRecord(_History):
+    """A stored action as the API shows it (the whole shape: ``actions.ActionDoc``); a field
+    the read left out has its default."""
+
+    id: str
+    workflow_id: str | None = None
+    local_id: int | str | None = None
+    name: str | None = None
+    hash: str | None = None
+    decision: str | None = None  # compute or reuse
+    state: str | None = None
+    reason: str | None = None
+    output_path: str | None = None
+    follows: str | None = None
+    type: str | None = None
+    managed: bool | None = None
+    force: bool | None = None
+    parent_local_ids: list[int | str] | None = None
+    attempt: int = 0
+    attempt_log: tuple[AttemptRecord, ...] = ()
+    failed_attempts: int = 0
+    retry_at: float | None = None
+    retries: dict[str, float] | None = None
+    timeout_seconds: float | None = None
+    submit_errors: int = 0
+    job_id: str | None = None
+    created_at: float | None = None
+    submitted_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    seconds: float | None = None
+    size: int | None = None
+    error: str | None = None
+    followers: list[str] | None = None
+    successor: str | None = None
+    takeover_of: str | None = None
+    stored_history: list[Any] | None = None  # as stored: read it as ``history``
+
+    @classmethod
+    def of(cls, doc: dict[str, Any]) -> ActionRecord:
+        get = doc.get
+        # Positional, in the fields' order (as WorkflowRecord.of).
+        return cls(
+            doc["_id"], get("workflow_id"), get("local_id"), get("name"), get("hash"), get("decision"), get("state"),
+            get("reason"), get("output_path"), get("follows"), get("type"), get("managed"), get("force"),
+            get("parent_local_ids", []), get("attempt", 0),
+            tuple(AttemptRecord.of(r) for r in _pushed(doc, "attempt_log")), get("failed_attempts", 0),
+            get("retry_at"), get("retries"), get("timeout_seconds"), get("submit_errors", 0), get("job_id"),
+            get("created_at"), get("submitted_at"), get("started_at"), get("finished_at"), get("seconds"),
+            get("size"), get("error"), get("followers", []), get("successor"), get("takeover_of"),
+            get("history"),
+        )  # fmt: skip
