@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import PurePosixPath
 from typing import Annotated, Any
@@ -800,6 +801,36 @@ def _type_problems(r: _RawAction, atype: ActionType) -> list[tuple[str, str]]:
     return out
 
 
+def _check_type_fields(r: _RawAction, atype: ActionType, bad: Callable[[str, str], None]) -> None:
+    """The fields its type requires, and those of other types it must not have."""
+    for field in REQUIRED_FIELDS[atype]:
+        value = getattr(r, field)
+        if value is None or value == "" or value == [] or value == {}:
+            bad(field, f"{field} is required for {atype.value} actions")
+    if r.command is not None and any(not isinstance(c, str) or not c for c in r.command):
+        bad("command", "command must be a list of non-empty strings (an argv, never a shell line)")
+    for field in sorted(TypeFields.model_fields.keys() - set(TYPE_FIELDS.get(atype, ()))):
+        if getattr(r, field) is not None:
+            owners = " and ".join(t.value for t, fields in TYPE_FIELDS.items() if field in fields)
+            bad(field, f"{field} is a field of {owners} actions, not of {atype.value}")
+    for field, message in _type_problems(r, atype):
+        bad(field, message)
+
+
+def _check_paths(r: _RawAction, managed: bool, bad: Callable[[str, str], None]) -> None:
+    """An output path exactly when unmanaged, and paths that stay where they are put."""
+    if not managed and not r.outputPath:
+        bad("outputPath", "an unmanaged action (isManaged: false) needs an outputPath")
+    if managed and r.outputPath:
+        bad("outputPath", "outputPath is only for unmanaged actions (isManaged: false)")
+    for field in ("actionFolder", "outputPath"):
+        value = getattr(r, field)
+        if value and not _is_clean_path(value):
+            bad(field, f"{field} must not contain '..' or NUL")
+        elif value and (too_long := path_problem(field, value, output=field == "outputPath")):
+            bad(field, too_long)
+
+
 def _parse_action(
     i: int, raw: Any, violations: list[Violation], defaults: ExecutionDefaults | None = None
 ) -> ActionSpec | None:
@@ -842,29 +873,9 @@ def _parse_action(
         else:
             parents.append(pid)
     if atype is not None:
-        for field in REQUIRED_FIELDS[atype]:
-            value = getattr(r, field)
-            if value is None or value == "" or value == [] or value == {}:
-                bad(field, f"{field} is required for {atype.value} actions")
-        if r.command is not None and any(not isinstance(c, str) or not c for c in r.command):
-            bad("command", "command must be a list of non-empty strings (an argv, never a shell line)")
-        for field in sorted(TypeFields.model_fields.keys() - set(TYPE_FIELDS.get(atype, ()))):
-            if getattr(r, field) is not None:
-                owners = " and ".join(t.value for t, fields in TYPE_FIELDS.items() if field in fields)
-                bad(field, f"{field} is a field of {owners} actions, not of {atype.value}")
-        for field, message in _type_problems(r, atype):
-            bad(field, message)
+        _check_type_fields(r, atype, bad)
     managed = r.isManaged if r.isManaged is not None else r.outputPath is None
-    if not managed and not r.outputPath:
-        bad("outputPath", "an unmanaged action (isManaged: false) needs an outputPath")
-    if managed and r.outputPath:
-        bad("outputPath", "outputPath is only for unmanaged actions (isManaged: false)")
-    for field in ("actionFolder", "outputPath"):
-        value = getattr(r, field)
-        if value and not _is_clean_path(value):
-            bad(field, f"{field} must not contain '..' or NUL")
-        elif value and (too_long := path_problem(field, value, output=field == "outputPath")):
-            bad(field, too_long)
+    _check_paths(r, managed, bad)
     if len(violations) > before or ident is None or atype is None:
         return None
     # Not a reason to drop the action: its children would then report a missing parent.
