@@ -27,7 +27,6 @@ from evaluation.simulator import MB, PreparedWorkflow, SimulationResult, no_reus
 from shared.eviction import REGISTRY
 
 REFERENCES = ("no-reuse", "unlimited", "ideal")
-X_LABEL = {1: "storage_mb", 2: "previous_share"}
 
 
 @dataclass(frozen=True)
@@ -110,10 +109,6 @@ def run_point(
             Run(series=name, seconds=r.seconds, deletions=r.deletions, peak_stored_mb=r.peak_stored_bytes / MB, **base)
         )
     return runs
-
-
-def experiment_points(experiment: int, params: GeneratorParams) -> list[float]:
-    return list(params.storage_mb) if experiment == 1 else params.previous_actions.means()
 
 
 def run_experiment(

@@ -384,20 +384,7 @@ class Engine:
             job.touch()
             self._log(job, f"action {action.name} START_MANUAL; job suspended automatically")
             return
-        app_id = self._app_id()
-        tracker = spec.job_tracker if spec is not None else ""
-        action.status = "RUNNING"
-        action.start_time = time.time()
-        action.external_id = app_id
-        action.external_status = "RUNNING"
-        action.tracker_uri = tracker
-        rm_host = (tracker.split(":")[0] or "localhost") if tracker else "localhost"
-        action.console_url = f"http://{rm_host}:8088/proxy/{app_id}/"
-        action.error_code = action.error_message = None
-        job.touch()
-        self._log(job, f"action {action.name} RUNNING as {app_id}")
-        self._notify_action(job, action)
-
+        app_id = self._start(job, action, spec)
         fatal = False
         if launch_error is not None:
             outcome = launch_error
@@ -430,6 +417,23 @@ class Engine:
             main = spec.main_class if spec is not None else ""
             outcome.error_message = f"Main Class [{main}], exit code [{outcome.exit_code}]"
         self._action_done(job, action, node, outcome)
+
+    def _start(self, job: Job, action: Action, spec: ActionSpec | None) -> str:
+        """The action RUNNING under a new application id (returned), and its callback sent."""
+        app_id = self._app_id()
+        tracker = spec.job_tracker if spec is not None else ""
+        action.status = "RUNNING"
+        action.start_time = time.time()
+        action.external_id = app_id
+        action.external_status = "RUNNING"
+        action.tracker_uri = tracker
+        rm_host = (tracker.split(":")[0] or "localhost") if tracker else "localhost"
+        action.console_url = f"http://{rm_host}:8088/proxy/{app_id}/"
+        action.error_code = action.error_message = None
+        job.touch()
+        self._log(job, f"action {action.name} RUNNING as {app_id}")
+        self._notify_action(job, action)
+        return app_id
 
     async def _execute(self, job: Job, action: Action, spec: ActionSpec) -> Outcome:
         libpaths = [hdfs_ref(p.strip(), job.app_dir) for p in job.conf.get("oozie.libpath", "").split(",") if p.strip()]

@@ -119,10 +119,6 @@ class Namespace:
             raise HdfsError("AccessControlException", f"Permission denied: {norm} leaves the namespace")
         return local
 
-    def to_hdfs(self, local: Path) -> str:
-        rel = Path(local).resolve().relative_to(self.root)
-        return "/" + "/".join(rel.parts)
-
     # -- metadata ---------------------------------------------------------------------
     def meta(self, path: str) -> Meta:
         if path in self._meta:

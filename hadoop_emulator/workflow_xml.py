@@ -492,6 +492,17 @@ def _serialize(elem: ET.Element, ns: str) -> str:
         elem.tail = tail
 
 
+# Elements whose text sets one field of the action, and those whose text adds to a list.
+_SETS = {
+    "main-class": "main_class", "class": "app_class", "master": "master", "mode": "mode", "name": "app_name",
+    "jar": "jar", "spark-opts": "spark_opts", "exec": "exec",
+}  # fmt: skip
+_ADDS = {
+    "java-opt": "java_opts", "arg": "args", "argument": "args", "env-var": "env_vars", "file": "files",
+    "archive": "archives",
+}  # fmt: skip
+
+
 def resolve_action(
     adef: ActionDef,
     wf: WorkflowDef,
@@ -500,17 +511,11 @@ def resolve_action(
 ) -> ActionSpec:
     """Resolve every ``${...}`` (``evaluate`` raises on an undefined name) and extract the
     action. ``read_conf`` loads a ``<job-xml>`` file (relative to the app dir)."""
-    elem = copy.deepcopy(adef.element)
-    for e in elem.iter():
-        if e.text and "${" in e.text:
-            e.text = evaluate(e.text)
-        for k, v in list(e.attrib.items()):
-            if "${" in v:
-                e.attrib[k] = evaluate(v)
+    elem = _evaluated(adef.element, evaluate)
+    # The cluster and configuration start from <global>; the action's own elements win.
     g = wf.global_
     job_tracker = g.job_tracker and evaluate(g.job_tracker)
     name_node = g.name_node and evaluate(g.name_node)
-    conf: dict[str, str] = {}
     job_xml = [evaluate(p) for p in g.job_xml]
     inline: dict[str, str] = {k: evaluate(v) for k, v in g.configuration.items()}
     spec = ActionSpec(
@@ -539,51 +544,9 @@ def resolve_action(
             job_xml.append(value)
         elif tag == "configuration":
             inline.update(parse_configuration_element(child))
-        elif tag == "main-class":
-            spec.main_class = value
-        elif tag == "class":
-            spec.app_class = value
-        elif tag == "streaming":
-            for part in child:
-                if not isinstance(part.tag, str):
-                    continue
-                ptag, ptext = _split(part.tag)[1], _text(part)
-                if ptag == "mapper":
-                    spec.mapper = ptext
-                elif ptag == "reducer":
-                    spec.reducer = ptext
-                elif ptag == "env":
-                    spec.stream_env.append(ptext)
-        elif tag == "master":
-            spec.master = value
-        elif tag == "mode":
-            spec.mode = value
-        elif tag == "name":
-            spec.app_name = value
-        elif tag == "jar":
-            spec.jar = value
-        elif tag == "spark-opts":
-            spec.spark_opts = value
-        elif tag == "java-opts":
-            spec.java_opts.extend(value.split())
-        elif tag == "java-opt":
-            spec.java_opts.append(value)
-        elif tag in ("arg", "argument"):
-            spec.args.append(value)
-        elif tag == "exec":
-            spec.exec = value
-        elif tag == "env-var":
-            spec.env_vars.append(value)
-        elif tag == "file":
-            spec.files.append(value)
-        elif tag == "archive":
-            spec.archives.append(value)
-        elif tag == "capture-output":
-            spec.capture_output = True
-        elif tag == "prepare":
-            for step in child:
-                if isinstance(step.tag, str) and _split(step.tag)[1] in ("delete", "mkdir"):
-                    spec.prepare.append((_split(step.tag)[1], step.get("path", "")))
+        else:
+            _read_element(spec, tag, child, value)
+    conf: dict[str, str] = {}
     for path in job_xml:
         if read_conf is not None:
             conf.update(read_conf(path))
@@ -594,3 +557,46 @@ def resolve_action(
     spec.job_tracker = job_tracker or ""
     spec.name_node = name_node or ""
     return spec
+
+
+def _evaluated(element: ET.Element, evaluate: Callable[[str], str]) -> ET.Element:
+    """A copy of an action's element with every ``${...}`` in its text and attributes resolved."""
+    elem = copy.deepcopy(element)
+    for e in elem.iter():
+        if e.text and "${" in e.text:
+            e.text = evaluate(e.text)
+        for k, v in list(e.attrib.items()):
+            if "${" in v:
+                e.attrib[k] = evaluate(v)
+    return elem
+
+
+def _read_element(spec: ActionSpec, tag: str, child: ET.Element, value: str) -> None:
+    """What one element of the action's body says about how it runs."""
+    if tag in _SETS:
+        setattr(spec, _SETS[tag], value)
+    elif tag in _ADDS:
+        getattr(spec, _ADDS[tag]).append(value)
+    elif tag == "java-opts":
+        spec.java_opts.extend(value.split())
+    elif tag == "capture-output":
+        spec.capture_output = True
+    elif tag == "streaming":
+        _read_streaming(spec, child)
+    elif tag == "prepare":
+        for step in child:
+            if isinstance(step.tag, str) and _split(step.tag)[1] in ("delete", "mkdir"):
+                spec.prepare.append((_split(step.tag)[1], step.get("path", "")))
+
+
+def _read_streaming(spec: ActionSpec, streaming: ET.Element) -> None:
+    for part in streaming:
+        if not isinstance(part.tag, str):
+            continue
+        ptag, ptext = _split(part.tag)[1], _text(part)
+        if ptag == "mapper":
+            spec.mapper = ptext
+        elif ptag == "reducer":
+            spec.reducer = ptext
+        elif ptag == "env":
+            spec.stream_env.append(ptext)

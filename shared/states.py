@@ -93,6 +93,10 @@ ACTION_LIVE = frozenset(s for s in ActionState if s not in ACTION_TERMINAL)
 # Ended states with exits: only re-planning reopens them (FINISHED, REUSED, SKIPPED).
 ACTION_REOPENABLE = frozenset(s for s, nxt in ACTION_TRANSITIONS.items() if s in ACTION_TERMINAL and nxt)
 ACTION_IN_FLIGHT = frozenset({A.PROCESSING, A.SUBMITTED, A.RUNNING})
+# States of an action that has no job: a kill or a failed parent ends them directly.
+ACTION_NO_JOB = (A.WAITING, A.READY, A.PROCESSING, A.RETRYING)
+# What a workflow's kill ends in bulk: no job, or only another's job to wait for.
+ACTION_KILLED_IN_BULK = (*ACTION_NO_JOB, A.FOLLOWING)
 
 DATASET_TRANSITIONS: dict[DatasetState, frozenset[DatasetState]] = {
     # A second workflow computing the same hash as a leaf promotes TO_STORE to TO_LEAF.
@@ -113,8 +117,12 @@ DATASET_TRANSITIONS: dict[DatasetState, frozenset[DatasetState]] = {
 DATASET_INITIAL = frozenset({D.TO_STORE, D.TO_LEAF})
 # Datasets whose file is whole and may be read by a new workflow.
 DATASET_REUSABLE = frozenset({D.STORED, D.LEAF, D.STORED_TO_DELETE, D.PROCESSING})
-# Datasets counted as freed by the decision service: deletion is under way.
-DATASET_PENDING_DELETE = frozenset({D.STORED_TO_DELETE, D.PROCESSING, D.DELETING})
+# Being computed by a live attempt: a new claimant may follow the computation.
+DATASET_IN_FLIGHT = frozenset({D.TO_STORE, D.TO_LEAF})
+# What holds bytes in storage: committed and not deleted yet.
+DATASET_HELD = (D.STORED, D.LEAF, D.STORED_TO_DELETE, D.PROCESSING, D.DELETING)
+# Its files are being deleted right now: a new output is committed after they are gone.
+DATASET_BEING_DELETED = frozenset({D.PROCESSING, D.DELETING})
 
 WORKFLOW_TRANSITIONS: dict[WorkflowState, frozenset[WorkflowState]] = {
     W.PLANNING: frozenset({W.RUNNING, W.SUCCEEDED, W.FAILED}),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shared.workflow_parameters import ITEM_REFERENCE
@@ -94,7 +95,7 @@ def expand(
     """Every mapped action replaced by its item actions, and every parent naming a mapped
     action by all of them; the new positions alongside. Problems go to ``violations``.
     ``parsed`` (parse_workflow's list for the installation checks) is updated likewise."""
-    from shared.workflow_spec import ActionSpec, Violation, _is_clean_path, id_order
+    from shared.workflow_spec import Violation
 
     mapped = [(i, a) for i, a in zip(positions, actions, strict=True) if a.forEach is not None]
     if not mapped:
@@ -106,51 +107,16 @@ def expand(
         violations.append(Violation(loc=where, actionId=a.id if aid is None else aid, field=field, message=message))
 
     before = len(violations)
-    total = len(actions) - len(mapped) + sum(len(a.forEach or ()) for _, a in mapped)
-    if total > MAX_ACTIONS:
-        message = f"the workflow fans out to {total} actions: at most {MAX_ACTIONS}"
-        violations.append(Violation(loc="actions", field="forEach", message=message))
     templates = {a.id: a.model_dump(exclude={"id", "parents", "forEach"}) for _, a in mapped}
-    size = sum(_text_size(templates[a.id], a.forEach or []) for _, a in mapped)
-    if size > MAX_TEXT:
-        message = f"the workflow fans out to {size} characters of definitions: at most {MAX_TEXT}"
-        violations.append(Violation(loc="actions", field="forEach", message=message))
+    _check_size(actions, mapped, templates, violations)
     # Too large: nothing is made of it (the limits are checked before any copy is made).
     expanding = mapped if len(violations) == before else []
     copies: dict[ActionId, list[ActionSpec]] = {}
     taken = {str(a.id) for a in actions}
     for i, a in expanding:
-        items = a.forEach or []
-        if not items:
-            bad(i, a, "forEach", "forEach needs at least one item")
-            continue
-        first: dict[str, int] = {}
-        for k, item in enumerate(items):
-            if item in first:
-                bad(i, a, f"forEach[{k}]", f"item {k} repeats item {first[item]}: the two would be one computation")
-            first.setdefault(item, k)
-        template = templates[a.id]
-        if not _uses_item(template):
-            bad(i, a, "forEach", "an action with forEach must write {{item}} where each item goes (its command, "
-                                 "inputs, ...): without it every item is the same computation")  # fmt: skip
-            continue
-        ids = item_ids(a.id, len(items))
-        if clash := next((x for x in ids if x in taken), None):
-            bad(i, a, "id", f"the item actions of {a.id!r} are named {ids[0]} ... {ids[-1]}: {clash!r} is taken")
-            continue
-        taken.update(ids)
-        made = []
-        for aid, item in zip(ids, items, strict=True):
-            copy = ActionSpec.model_validate({**_put(template, item), "id": aid, "parents": a.parents})
-            for field in _PATH_FIELDS:
-                value = getattr(copy, field)
-                if value and not _is_clean_path(value):
-                    bad(i, a, field, f"{field} must not contain '..' or NUL (item {item!r})", aid)
-            for p in copy.configurationParameters:
-                if not p.key or "=" in p.key:
-                    bad(i, a, "configurationParameters", f"item {item!r} makes a key empty or with '='", aid)
-            made.append(copy)
-        copies[a.id] = made
+        made = _item_actions(i, a, templates[a.id], taken, bad)
+        if made is not None:
+            copies[a.id] = made
     for field, ref in (("startActionId", start), ("endActionId", end)):
         if ref is not None and any(a.id == ref for _, a in mapped):
             violations.append(Violation(loc=field, field=field, message=f"{field} cannot name an action with forEach"))
@@ -159,6 +125,71 @@ def expand(
         parsed[:] = [(i, a) for i, a in parsed if a.id not in failed]
     if len(violations) > before:
         return actions, positions
+    return _replaced(actions, positions, copies, parsed)
+
+
+def _check_size(
+    actions: list[ActionSpec], mapped: list[tuple[int, ActionSpec]], templates: dict[ActionId, dict[str, Any]],
+    violations: list[Violation],
+) -> None:  # fmt: skip
+    """The workflow's limits, counted before any copy is made: actions, and characters of definitions."""
+    from shared.workflow_spec import Violation
+
+    total = len(actions) - len(mapped) + sum(len(a.forEach or ()) for _, a in mapped)
+    if total > MAX_ACTIONS:
+        message = f"the workflow fans out to {total} actions: at most {MAX_ACTIONS}"
+        violations.append(Violation(loc="actions", field="forEach", message=message))
+    size = sum(_text_size(templates[a.id], a.forEach or []) for _, a in mapped)
+    if size > MAX_TEXT:
+        message = f"the workflow fans out to {size} characters of definitions: at most {MAX_TEXT}"
+        violations.append(Violation(loc="actions", field="forEach", message=message))
+
+
+def _item_actions(
+    i: int, a: ActionSpec, template: dict[str, Any], taken: set[str], bad: Callable[..., None]
+) -> list[ActionSpec] | None:
+    """The item actions of one mapped action (their ids added to ``taken``), or None if it
+    cannot fan out (the reasons go to ``bad``)."""
+    from shared.workflow_spec import ActionSpec, _is_clean_path
+
+    items = a.forEach or []
+    if not items:
+        bad(i, a, "forEach", "forEach needs at least one item")
+        return None
+    first: dict[str, int] = {}
+    for k, item in enumerate(items):
+        if item in first:
+            bad(i, a, f"forEach[{k}]", f"item {k} repeats item {first[item]}: the two would be one computation")
+        first.setdefault(item, k)
+    if not _uses_item(template):
+        bad(i, a, "forEach", "an action with forEach must write {{item}} where each item goes (its command, "
+                             "inputs, ...): without it every item is the same computation")  # fmt: skip
+        return None
+    ids = item_ids(a.id, len(items))
+    if clash := next((x for x in ids if x in taken), None):
+        bad(i, a, "id", f"the item actions of {a.id!r} are named {ids[0]} ... {ids[-1]}: {clash!r} is taken")
+        return None
+    taken.update(ids)
+    made = []
+    for aid, item in zip(ids, items, strict=True):
+        copy = ActionSpec.model_validate({**_put(template, item), "id": aid, "parents": a.parents})
+        for field in _PATH_FIELDS:
+            value = getattr(copy, field)
+            if value and not _is_clean_path(value):
+                bad(i, a, field, f"{field} must not contain '..' or NUL (item {item!r})", aid)
+        for p in copy.configurationParameters:
+            if not p.key or "=" in p.key:
+                bad(i, a, "configurationParameters", f"item {item!r} makes a key empty or with '='", aid)
+        made.append(copy)
+    return made
+
+
+def _replaced(
+    actions: list[ActionSpec], positions: list[int], copies: dict[ActionId, list[ActionSpec]],
+    parsed: list[tuple[int, ActionSpec]] | None,
+) -> tuple[list[ActionSpec], list[int]]:  # fmt: skip
+    """Each mapped action replaced by its copies, and each parent naming one by all of them."""
+    from shared.workflow_spec import id_order
 
     def gathered(parents: list[ActionId]) -> list[ActionId]:
         if not any(p in copies for p in parents):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import PurePosixPath
 from typing import Annotated, Any
@@ -573,6 +574,22 @@ def parse_workflow(
         return None, [*violations, Violation(loc="$", message="a workflow must be a JSON object")]
     # A place the document checks already reject is reported once, by them.
     documented, placed = len(violations), {v.loc for v in violations}
+    name, raw_actions = _top_level(body, violations)
+    defaults = _defaults(body, violations)
+    webhooks = _webhooks(body.get("webhooks"), violations)
+    actions, positions, rejected = _parse_actions(raw_actions, violations, defaults, tainted, parsed)
+    seen = _unique_ids(actions, positions, violations)
+    start, end = _references(body, actions, seen, rejected, violations)
+    _graph_problems(actions, seen, start, end, violations)
+    actions, positions = expand(actions, positions, start, end, violations, parsed)  # forEach
+    violations = [v for j, v in enumerate(violations) if j < documented or v.loc not in placed]
+    if violations:
+        return None, violations
+    return WorkflowSpec(name=name.strip(), startActionId=start, endActionId=end, actions=actions, webhooks=webhooks), []
+
+
+def _top_level(body: dict[str, Any], violations: list[Violation]) -> tuple[str, list[Any]]:
+    """The workflow's own fields: unknown ones reported, its name and its raw actions."""
     for key in body:
         if key not in WORKFLOW_FIELDS:
             message = unknown_field(key, WORKFLOW_FIELDS, "in the workflow")
@@ -589,14 +606,18 @@ def parse_workflow(
     elif not raw_actions:
         violations.append(Violation(loc="actions", field="actions", message="a workflow must have at least one action"))
         raw_actions = []
+    return name, raw_actions
 
-    defaults = _defaults(body, violations)
-    webhooks = _webhooks(body.get("webhooks"), violations)
 
-    # Each parsed action keeps its position in the submitted list: locations point there.
+def _parse_actions(
+    raw_actions: list[Any], violations: list[Violation], defaults: ExecutionDefaults, tainted: set[int],
+    parsed: list[tuple[int, ActionSpec]] | None,
+) -> tuple[list[ActionSpec], list[int], set[ActionId]]:  # fmt: skip
+    """Each action that parses on its own, with its position in the submitted list
+    (locations point there), and the ids of those rejected: their children do not report
+    them missing too."""
     positions: list[int] = []
     actions: list[ActionSpec] = []
-    # Ids of actions rejected on their own: their children do not report them missing too.
     rejected: set[ActionId] = set()
     for i, raw in enumerate(raw_actions):
         action = _parse_action(i, raw, violations, defaults)
@@ -607,9 +628,12 @@ def parse_workflow(
                 parsed.append((i, action))
         elif (hint := _id_hint(raw)) is not None:
             rejected.add(hint)
+    return actions, positions, rejected
 
-    # Stored actions are named "<workflow>.<id>": 1 and "1" would be one document, so they
-    # are one id here too.
+
+def _unique_ids(actions: list[ActionSpec], positions: list[int], violations: list[Violation]) -> dict[ActionId, int]:
+    """The position of each action id, duplicates reported. Stored actions are named
+    "<workflow>.<id>": 1 and "1" would be one document, so they are one id here too."""
     seen: dict[ActionId, int] = {}
     named: dict[str, tuple[ActionId, int]] = {}
     for i, a in zip(positions, actions, strict=True):
@@ -627,7 +651,15 @@ def parse_workflow(
         else:
             seen[a.id] = i
             named[str(a.id)] = (a.id, i)
+    return seen
 
+
+def _references(
+    body: dict[str, Any], actions: list[ActionSpec], seen: dict[ActionId, int], rejected: set[ActionId],
+    violations: list[Violation],
+) -> tuple[ActionId | None, ActionId | None]:  # fmt: skip
+    """The start and end action ids (None where unusable) and the parents, each checked to
+    name an action of this workflow."""
     refs: dict[str, Any] = {"startActionId": body.get("startActionId"), "endActionId": body.get("endActionId")}
     for field, ref in refs.items():
         if ref is not None and (isinstance(ref, bool) or not isinstance(ref, int | str)):
@@ -657,7 +689,14 @@ def parse_workflow(
                         message="an action cannot be its own parent",
                     )
                 )
+    return refs["startActionId"], refs["endActionId"]
 
+
+def _graph_problems(
+    actions: list[ActionSpec], seen: dict[ActionId, int], start: ActionId | None, end: ActionId | None,
+    violations: list[Violation],
+) -> None:  # fmt: skip
+    """Cycles among the parents, and an end action that comes before the start."""
     g = nx.DiGraph()
     g.add_nodes_from(seen)
     g.add_edges_from((p, a.id) for a in actions for p in a.parents if p in seen and p != a.id)
@@ -666,7 +705,6 @@ def parse_workflow(
         violations.append(Violation(loc="actions", field="parentActions", actionId=cycle[0], message=f"cycle: {path}"))
         if len(violations) > 200:
             break
-    start, end = refs["startActionId"], refs["endActionId"]
     if start in seen and end in seen and nx.is_directed_acyclic_graph(g) and start in nx.descendants(g, end):
         violations.append(
             Violation(
@@ -675,12 +713,6 @@ def parse_workflow(
                 message=f"end action {end!r} is an ancestor of start action {start!r}",
             )
         )
-
-    actions, positions = expand(actions, positions, start, end, violations, parsed)  # forEach
-    violations = [v for j, v in enumerate(violations) if j < documented or v.loc not in placed]
-    if violations:
-        return None, violations
-    return WorkflowSpec(name=name.strip(), startActionId=start, endActionId=end, actions=actions, webhooks=webhooks), []
 
 
 def _configuration_problems(conf: list[_RawParam] | dict[str, Any], atype: ActionType) -> list[tuple[str, str]]:
@@ -807,6 +839,36 @@ def _type_problems(r: _RawAction, atype: ActionType) -> list[tuple[str, str]]:
     return out
 
 
+def _check_type_fields(r: _RawAction, atype: ActionType, bad: Callable[[str, str], None]) -> None:
+    """The fields its type requires, and those of other types it must not have."""
+    for field in REQUIRED_FIELDS[atype]:
+        value = getattr(r, field)
+        if value is None or value == "" or value == [] or value == {}:
+            bad(field, f"{field} is required for {atype.value} actions")
+    if r.command is not None and any(not isinstance(c, str) or not c for c in r.command):
+        bad("command", "command must be a list of non-empty strings (an argv, never a shell line)")
+    for field in sorted(TypeFields.model_fields.keys() - set(TYPE_FIELDS.get(atype, ()))):
+        if getattr(r, field) is not None:
+            owners = " and ".join(t.value for t, fields in TYPE_FIELDS.items() if field in fields)
+            bad(field, f"{field} is a field of {owners} actions, not of {atype.value}")
+    for field, message in _type_problems(r, atype):
+        bad(field, message)
+
+
+def _check_paths(r: _RawAction, managed: bool, bad: Callable[[str, str], None]) -> None:
+    """An output path exactly when unmanaged, and paths that stay where they are put."""
+    if not managed and not r.outputPath:
+        bad("outputPath", "an unmanaged action (isManaged: false) needs an outputPath")
+    if managed and r.outputPath:
+        bad("outputPath", "outputPath is only for unmanaged actions (isManaged: false)")
+    for field in ("actionFolder", "outputPath"):
+        value = getattr(r, field)
+        if value and not _is_clean_path(value):
+            bad(field, f"{field} must not contain '..' or NUL")
+        elif value and (too_long := path_problem(field, value, output=field == "outputPath")):
+            bad(field, too_long)
+
+
 def _parse_action(
     i: int, raw: Any, violations: list[Violation], defaults: ExecutionDefaults | None = None
 ) -> ActionSpec | None:
@@ -849,29 +911,9 @@ def _parse_action(
         else:
             parents.append(pid)
     if atype is not None:
-        for field in REQUIRED_FIELDS[atype]:
-            value = getattr(r, field)
-            if value is None or value == "" or value == [] or value == {}:
-                bad(field, f"{field} is required for {atype.value} actions")
-        if r.command is not None and any(not isinstance(c, str) or not c for c in r.command):
-            bad("command", "command must be a list of non-empty strings (an argv, never a shell line)")
-        for field in sorted(TypeFields.model_fields.keys() - set(TYPE_FIELDS.get(atype, ()))):
-            if getattr(r, field) is not None:
-                owners = " and ".join(t.value for t, fields in TYPE_FIELDS.items() if field in fields)
-                bad(field, f"{field} is a field of {owners} actions, not of {atype.value}")
-        for field, message in _type_problems(r, atype):
-            bad(field, message)
+        _check_type_fields(r, atype, bad)
     managed = r.isManaged if r.isManaged is not None else r.outputPath is None
-    if not managed and not r.outputPath:
-        bad("outputPath", "an unmanaged action (isManaged: false) needs an outputPath")
-    if managed and r.outputPath:
-        bad("outputPath", "outputPath is only for unmanaged actions (isManaged: false)")
-    for field in ("actionFolder", "outputPath"):
-        value = getattr(r, field)
-        if value and not _is_clean_path(value):
-            bad(field, f"{field} must not contain '..' or NUL")
-        elif value and (too_long := path_problem(field, value, output=field == "outputPath")):
-            bad(field, too_long)
+    _check_paths(r, managed, bad)
     if isinstance(r.forEach, ForEachFiles) and (problem := files_pattern_problem(r.forEach.files, raw)):
         bad("forEach", problem)
     if len(violations) > before or ident is None or atype is None:

@@ -46,8 +46,8 @@ async def get_logs(ctx: Context, request: web.Request) -> web.StreamResponse:
     # reads, all made before streaming, keep the same bound.
     with pymongo.timeout(ctx.settings.request_timeout):
         action = await acts.get(ctx.store, action_id, FIELDS)
-        wf = await wfs.get(ctx.store, action["workflow_id"], {"owner": 1}) if action else None
-    if action is None or wf is None or not auth.identity(request).sees(wf.get("owner")):
+        wf = await wfs.brief(ctx.store, action["workflow_id"]) if action else None
+    if action is None or wf is None or not auth.identity(request).sees(wf.owner):
         return error(404, f"no action {action_id!r}")  # another user's is as one that does not exist
     jobs = attempt_jobs(action)
     if not jobs:

@@ -37,7 +37,6 @@ from shared.states import WorkflowState
 from shared.store import actions as acts
 from shared.store import idempotency as keys
 from shared.store import workflows as wfs
-from shared.workflow_spec import id_order
 
 HEADER = "Idempotency-Key"
 REPLAYED = "Idempotent-Replayed"
@@ -80,9 +79,9 @@ def replay(status: int, location: str, text: str) -> web.Response:
 async def rebuilt(ctx: Context, wf_id: str) -> str:
     """A submission's answer, made again from the store (its actions' states are today's)."""
     wf = await wfs.get(ctx.store, wf_id, {"state": 1})
-    docs = sorted(await acts.of_workflow(ctx.store, wf_id, {"secret": 0}), key=lambda a: id_order(a["local_id"]))
+    actions = await acts.records_of_workflow(ctx.store, wf_id)
     state = wf["state"] if wf else WorkflowState.FAILED
-    return Plan(id=wf_id, state=state, actions=[planned_action(d) for d in docs]).model_dump_json()
+    return Plan(id=wf_id, state=state, actions=[planned_action(a) for a in actions]).model_dump_json()
 
 
 async def claim(

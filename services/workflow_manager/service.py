@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -23,9 +24,7 @@ from services.workflow_manager.views import (
     WorkflowList,
     answer,
     dataset_view,
-    named_actions,
     planned_action,
-    produced_by,
     redacted,
     timeline,
     workflow_detail,
@@ -44,6 +43,7 @@ from shared.store import datasets as ds
 from shared.store import stats
 from shared.store import workflows as wfs
 from shared.store.idempotency import Held
+from shared.store.records import ActionRecord, WorkflowRecord
 from shared.ticker import Ticker, cancel_all, forever
 from shared.webhooks.urls import refused_webhooks
 from shared.workflow_fanout_files import expand_files
@@ -172,7 +172,7 @@ class WorkflowManager:
         if wf.get("kill_requested") and wf["state"] == W.RUNNING:
             self.apply_kill(wf["_id"])  # killed while it was being planned
         docs.sort(key=lambda d: id_order(d["local_id"]))
-        plan = Plan(id=wf["_id"], state=wf["state"], actions=[planned_action(d) for d in docs])
+        plan = Plan(id=wf["_id"], state=wf["state"], actions=[planned_action(ActionRecord.of(d)) for d in docs])
         plan = await sharing.for_caller(self.ctx.store, plan, auth.identity(request))
         response = answer(plan, 201, headers={"Location": f"/api/v1/workflows/{wf['_id']}"})
         if held is not None:
@@ -190,24 +190,20 @@ class WorkflowManager:
         )
         page, more = found[: q.limit], len(found) > q.limit
         last = page[-1] if page else None
-        cursor = queries.encode_cursor(last.get("created_at"), last["_id"]) if more and last else None
+        cursor = queries.encode_cursor(last.created_at, last.id) if more and last else None
         return answer(WorkflowList(workflows=[workflow_view(w) for w in page], next=cursor))
 
-    async def _workflow(self, request: web.Request) -> dict[str, Any] | None:
+    async def _workflow(self, request: web.Request) -> WorkflowRecord | None:
         """The workflow of the path, if the caller may see it: another user's is answered as
         one that does not exist, so that ids cannot be probed."""
-        wf = await wfs.get(self.ctx.store, request.match_info["id"], {"definition": 0})
-        return wf if wf is not None and auth.identity(request).sees(wf.get("owner")) else None
-
-    async def _actions(self, wf_id: str) -> list[dict[str, Any]]:
-        docs = await acts.of_workflow(self.ctx.store, wf_id, {"secret": 0})
-        return sorted(docs, key=lambda a: id_order(a["local_id"]))
+        wf = await wfs.record(self.ctx.store, request.match_info["id"])
+        return wf if wf is not None and auth.identity(request).sees(wf.owner) else None
 
     async def get_workflow(self, request: web.Request) -> web.Response:
         wf = await self._workflow(request)
         if wf is None:
             return error(404, f"no workflow {request.match_info['id']!r}")
-        detail = workflow_detail(wf, await self._actions(wf["_id"]))
+        detail = workflow_detail(wf, await acts.records_of_workflow(self.ctx.store, wf.id))
         return answer(await sharing.for_caller(self.ctx.store, detail, auth.identity(request)))
 
     async def get_timeline(self, request: web.Request) -> web.Response:
@@ -215,9 +211,9 @@ class WorkflowManager:
         wf = await self._workflow(request)
         if wf is None:
             return error(404, f"no workflow {request.match_info['id']!r}")
-        actions = await self._actions(wf["_id"])
-        hashes = sorted({a["hash"] for a in actions if a.get("managed")})
-        datasets = list((await ds.get_many(self.ctx.store, hashes, {"history": 1})).values())
+        actions = await acts.records_of_workflow(self.ctx.store, wf.id)
+        hashes = sorted({a.hash for a in actions if a.managed and a.hash})
+        datasets = await ds.histories(self.ctx.store, hashes)
         rows = timeline(wf, actions, datasets)
         if q.cursor is not None:
             after = (float(q.cursor.key or 0), *q.cursor.id.split(TIE, 2))
@@ -225,7 +221,7 @@ class WorkflowManager:
         page, more = rows[: q.limit], len(rows) > q.limit
         last = page[-1] if more else None
         cursor = queries.encode_cursor(last.at, TIE.join((last.kind, last.id, last.state))) if last else None
-        view = Timeline(id=wf["_id"], owner=wf.get("owner"), transitions=page, next=cursor)
+        view = Timeline(id=wf.id, owner=wf.owner, transitions=page, next=cursor)
         return answer(await sharing.for_caller(self.ctx.store, view, auth.identity(request)))
 
     async def kill_workflow(self, request: web.Request) -> web.Response:
@@ -234,17 +230,17 @@ class WorkflowManager:
         and do nothing); a kill during planning is applied when planning ends."""
         wf_id = request.match_info["id"]
         who = auth.identity(request)
-        existing = await wfs.get(self.ctx.store, wf_id, {"state": 1, "owner": 1})
-        if existing is None or not who.sees(existing.get("owner")):
+        existing = await wfs.record(self.ctx.store, wf_id, {"state": 1, "owner": 1})
+        if existing is None or not who.sees(existing.owner):
             return error(404, f"no workflow {wf_id!r}")
         wf = await wfs.request_kill(self.ctx.store, wf_id, time.time(), by=who.name)
         if wf is None:
-            ended = await wfs.get(self.ctx.store, wf_id, {"state": 1}) or existing
-            return error(409, f"workflow {wf_id} already ended {ended['state']}", type=ALREADY_ENDED)
-        if not wf.get("kill_requested") and wf["state"] == W.RUNNING:
+            ended = await wfs.record(self.ctx.store, wf_id, {"state": 1}) or existing
+            return error(409, f"workflow {wf_id} already ended {ended.state}", type=ALREADY_ENDED)
+        if not wf.kill_requested and wf.state == W.RUNNING:
             self.apply_kill(wf_id)
         # The document as it was before this request, with the kill now recorded.
-        return answer(workflow_view({**wf, "kill_requested": True}), 202)
+        return answer(workflow_view(dataclasses.replace(wf, kill_requested=True)), 202)
 
     def apply_kill(self, wf_id: str) -> None:
         task = asyncio.create_task(self.outcomes.kill_workflow(wf_id))
@@ -288,14 +284,14 @@ class WorkflowManager:
             self.ctx.storage.usage(),
         )
         page, more = docs[: q.limit], len(docs) > q.limit
-        cursor = queries.encode_cursor(page[-1].get("updated_at"), page[-1]["_id"]) if more else None
+        cursor = queries.encode_cursor(page[-1].updated_at, page[-1].id) if more else None
         who = auth.identity(request)
-        named = {workflow_of(a) for d in page for a in named_actions(d)}
+        named = {workflow_of(a) for d in page for a in d.named_actions}
         found = await wfs.briefs(self.ctx.store, named) if named else {}
-        names = {wf_id: w.get("name") for wf_id, w in found.items()}
-        makers = sorted({m for d in page if (m := produced_by(d))})
-        action_names = {a["_id"]: a.get("name") for a in await acts.get_many(self.ctx.store, makers, {"name": 1})}
-        visible = None if who.admin else {wf_id for wf_id, w in found.items() if who.sees(w.get("owner"))}
+        names = {wf_id: w.name for wf_id, w in found.items()}
+        makers = sorted({m for d in page if (m := d.maker)})
+        action_names = {a.id: a.name for a in await acts.records(self.ctx.store, makers, {"name": 1})}
+        visible = None if who.admin else {wf_id for wf_id, w in found.items() if who.sees(w.owner)}
         view = DatasetList(
             byUser=await self.usage_by_user(auth.identity(request)) if q.byUser else None,
             capacityBytes=self.settings.capacity_bytes,
@@ -329,7 +325,7 @@ class WorkflowManager:
 
     async def get_dataset(self, request: web.Request) -> web.Response:
         h = request.match_info["hash"]
-        d = await ds.get(self.ctx.store, h)
+        d = await ds.record(self.ctx.store, h)
         if d is None:
             return error(404, f"no dataset {h!r}")
         caller = auth.identity(request)

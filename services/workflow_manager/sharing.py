@@ -41,7 +41,7 @@ async def hidden_workflows(store: Store, text: str, caller: Identity) -> set[str
     if not ids or caller.admin:  # an admin, or anyone while users are off: nothing is hidden
         return set()
     found = await wfs.briefs(store, ids)
-    return {i for i in ids if i not in found or not caller.sees(found[i].get("owner"))}
+    return {i for i in ids if i not in found or not caller.sees(found[i].owner)}
 
 
 def _names_hidden(value: str, hidden: set[str]) -> bool:
@@ -106,8 +106,8 @@ async def adopted_from_hidden(store: Store, action: dict[str, Any], job_id: str,
         jobs = {r.get("job_id") for r in earlier.get("attempt_log") or []} | {earlier.get("job_id")}
         if job_id not in jobs:
             return False
-        wf = await wfs.get(store, earlier["workflow_id"], {"owner": 1})
-        if wf is None or not caller.sees(wf.get("owner")):
+        wf = await wfs.brief(store, earlier["workflow_id"])
+        if wf is None or not caller.sees(wf.owner):
             return True
         current = earlier
     return False

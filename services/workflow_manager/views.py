@@ -1,7 +1,8 @@
 """How workflows, actions and datasets look over HTTP (camelCase, times as Unix seconds).
 
 Every answer is one of the models here, built by the handlers from the stored documents
-and serialized by the model: the OpenAPI document (``openapi.py``) is generated from the
+(workflows and datasets as the typed records of ``shared.store.records``, decoded where
+they left the store) and serialized by the model: the OpenAPI document (``openapi.py``) is generated from the
 same models, so the two cannot drift apart.
 """
 
@@ -16,8 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.hashing import canonical
 from shared.states import ActionState, DatasetState, WorkflowState
-from shared.store import datasets as ds
-from shared.store.transitions import decode
+from shared.store.records import ActionRecord, AttemptRecord, DatasetRecord, Move, WorkflowBrief, WorkflowRecord
 from shared.workflow_spec import masked_parameters
 
 ActionId = int | str
@@ -45,7 +45,7 @@ def workflow_of(action_id: str) -> str:
 # --- actions and workflows -------------------------------------------------------------------
 
 
-class PlannedAction(View):
+class PlannedActionView(View):
     """An action as planned: what a submission answers, per action."""
 
     id: str
@@ -82,15 +82,14 @@ class Attempt(View):
     error: str | None = Field(description="Why it ended, as the executor or Pingo said")
 
 
-def attempt_view(r: dict[str, Any]) -> Attempt:
+def attempt_view(r: AttemptRecord) -> Attempt:
     return Attempt(
-        attempt=r.get("attempt") or 0, jobId=r.get("job_id"), executor=r.get("executor"),
-        submittedAt=r.get("submitted_at"), startedAt=r.get("started_at"), endedAt=r.get("ended_at"),
-        outcome=r.get("outcome") or "", error=r.get("error"),
+        attempt=r.attempt, jobId=r.job_id, executor=r.executor, submittedAt=r.submitted_at, startedAt=r.started_at,
+        endedAt=r.ended_at, outcome=r.outcome, error=r.error,
     )  # fmt: skip
 
 
-class Action(PlannedAction):
+class Action(PlannedActionView):
     """An action with everything recorded about its run."""
 
     type: str | None
@@ -117,49 +116,49 @@ class Action(PlannedAction):
     takeoverOf: str | None
 
 
-def _planned_fields(a: dict[str, Any]) -> dict[str, Any]:
+def _planned_fields(a: ActionRecord) -> dict[str, Any]:
     return {
-        "id": a["_id"],
-        "localId": a["local_id"],
-        "name": a["name"],
-        "hash": a["hash"],
-        "decision": a["decision"],
-        "reason": a.get("reason"),
-        "state": a["state"],
-        "outputPath": a.get("output_path"),
-        "follows": a.get("follows") or None,
+        "id": a.id,
+        "localId": a.local_id,
+        "name": a.name,
+        "hash": a.hash,
+        "decision": a.decision,
+        "reason": a.reason,
+        "state": a.state,
+        "outputPath": a.output_path,
+        "follows": a.follows or None,
     }
 
 
-def planned_action(a: dict[str, Any]) -> PlannedAction:
-    return PlannedAction(**_planned_fields(a))
+def planned_action(a: ActionRecord) -> PlannedActionView:
+    return PlannedActionView(**_planned_fields(a))
 
 
-def action_view(a: dict[str, Any]) -> Action:
+def action_view(a: ActionRecord) -> Action:
     return Action(
         **_planned_fields(a),
-        type=a.get("type"),
-        managed=a.get("managed"),
-        forceComputation=a.get("force"),
-        parents=a.get("parent_local_ids", []),
-        attempts=a.get("attempt", 0),
-        attemptLog=[attempt_view(r) for r in a.get("attempt_log") or []],
-        failedAttempts=a.get("failed_attempts", 0),
-        retryAt=a.get("retry_at") if a["state"] == ActionState.RETRYING else None,
-        retries=a.get("retries"),
-        timeoutSeconds=a.get("timeout_seconds"),
-        submitErrors=a.get("submit_errors", 0),
-        jobId=a.get("job_id"),
-        createdAt=a.get("created_at"),
-        submittedAt=a.get("submitted_at"),
-        startedAt=a.get("started_at"),
-        finishedAt=a.get("finished_at"),
-        seconds=a.get("seconds"),
-        size=a.get("size"),
-        error=a.get("error"),
-        followers=a.get("followers", []),
-        successor=a.get("successor"),
-        takeoverOf=a.get("takeover_of"),
+        type=a.type,
+        managed=a.managed,
+        forceComputation=a.force,
+        parents=a.parent_local_ids,
+        attempts=a.attempt,
+        attemptLog=[attempt_view(r) for r in a.attempt_log],
+        failedAttempts=a.failed_attempts,
+        retryAt=a.retry_at if a.state == ActionState.RETRYING else None,
+        retries=a.retries,
+        timeoutSeconds=a.timeout_seconds,
+        submitErrors=a.submit_errors,
+        jobId=a.job_id,
+        createdAt=a.created_at,
+        submittedAt=a.submitted_at,
+        startedAt=a.started_at,
+        finishedAt=a.finished_at,
+        seconds=a.seconds,
+        size=a.size,
+        error=a.error,
+        followers=a.followers,
+        successor=a.successor,
+        takeoverOf=a.takeover_of,
     )
 
 
@@ -168,7 +167,7 @@ class Plan(View):
 
     id: str
     state: WorkflowState
-    actions: list[PlannedAction]
+    actions: list[PlannedActionView]
 
 
 class Workflow(View):
@@ -193,29 +192,29 @@ class WorkflowDetail(Workflow):
     actions: list[Action]
 
 
-def _workflow_fields(wf: dict[str, Any]) -> dict[str, Any]:
+def _workflow_fields(wf: WorkflowRecord) -> dict[str, Any]:
     return {
-        "id": wf["_id"],
-        "name": wf.get("name"),
-        "owner": wf.get("owner"),
-        "state": wf["state"],
-        "counts": wf.get("counts"),
-        "outcome": wf.get("outcome"),
-        "openActions": wf.get("open_actions"),
-        "createdAt": wf.get("created_at"),
-        "finishedAt": wf.get("finished_at"),
-        "error": wf.get("error"),
-        "killRequested": bool(wf.get("kill_requested")),
-        "killedBy": wf.get("killed_by"),
-        "href": workflow_href(wf["_id"]),
+        "id": wf.id,
+        "name": wf.name,
+        "owner": wf.owner,
+        "state": wf.state,
+        "counts": wf.counts,
+        "outcome": wf.outcome,
+        "openActions": wf.open_actions,
+        "createdAt": wf.created_at,
+        "finishedAt": wf.finished_at,
+        "error": wf.error,
+        "killRequested": wf.kill_requested,
+        "killedBy": wf.killed_by,
+        "href": workflow_href(wf.id),
     }
 
 
-def workflow_view(wf: dict[str, Any]) -> Workflow:
+def workflow_view(wf: WorkflowRecord) -> Workflow:
     return Workflow(**_workflow_fields(wf))
 
 
-def workflow_detail(wf: dict[str, Any], actions: list[dict[str, Any]]) -> WorkflowDetail:
+def workflow_detail(wf: WorkflowRecord, actions: list[ActionRecord]) -> WorkflowDetail:
     return WorkflowDetail(**_workflow_fields(wf), actions=[action_view(a) for a in actions])
 
 
@@ -259,40 +258,34 @@ class Dataset(View):
     href: str
 
 
-def produced_by(d: dict[str, Any]) -> str | None:
-    """The action whose output the dataset is: the one that committed it, else the one computing it now."""
-    return d.get("produced_by") or next(iter(d.get("producers") or []), None)
-
-
 def dataset_view(
-    d: dict[str, Any], names: dict[str, str | None] | None = None, action_names: dict[str, str] | None = None
+    d: DatasetRecord, names: dict[str, str | None] | None = None, action_names: dict[str, str] | None = None
 ) -> Dataset:
     """``names``: workflow names by id, for the link to the producing workflow;
     ``action_names``: action names by id, for the producing action's."""
-    producers = d.get("producers", [])
-    producer = produced_by(d)
+    producer = d.maker
     wf_id = workflow_of(producer) if producer else None
     return Dataset(
-        hash=d["_id"],
-        state=d["state"],
-        path=d.get("path"),
-        size=d.get("size"),
-        files=d.get("files"),
-        checksum=d.get("checksum"),
-        committedAt=d.get("committed_at"),
-        computeSeconds=ds.mean_seconds(d),
-        computeCount=int(d.get("compute_count") or 0),
-        useCount=d.get("use_count", 0),
-        claims=d.get("claims", []),
-        producers=producers,
+        hash=d.id,
+        state=d.state,
+        path=d.path,
+        size=d.size,
+        files=d.files,
+        checksum=d.checksum,
+        committedAt=d.committed_at,
+        computeSeconds=d.mean_seconds,
+        computeCount=d.compute_count,
+        useCount=d.use_count,
+        claims=d.claims,
+        producers=d.producers,
         producedBy=producer,
         producedByName=(action_names or {}).get(producer) if producer else None,
-        neverStored=d["state"] == DatasetState.DELETED and d.get("committed_at") is None,
+        neverStored=d.state == DatasetState.DELETED and d.committed_at is None,
         workflow=WorkflowLink(id=wf_id, name=(names or {}).get(wf_id), href=workflow_href(wf_id)) if wf_id else None,
-        lastUsedAt=d.get("last_used_at"),
-        createdAt=d.get("created_at"),
-        updatedAt=d.get("updated_at"),
-        href=f"/api/v1/datasets/{d['_id']}",
+        lastUsedAt=d.last_used_at,
+        createdAt=d.created_at,
+        updatedAt=d.updated_at,
+        href=f"/api/v1/datasets/{d.id}",
     )
 
 
@@ -305,11 +298,6 @@ class UserUsage(View):
     computeSeconds: float = Field(description="Compute time their workflows spent, all time")
     savedSeconds: float = Field(description="Compute time reuse saved their workflows, all time")
     savedFromOthersSeconds: float = Field(description="Of savedSeconds: by reusing other users' datasets")
-
-
-def named_actions(d: dict[str, Any]) -> list[str]:
-    """The actions a dataset document names: its readers to come, its producers, its maker."""
-    return [*(d.get("claims") or []), *(d.get("producers") or []), *filter(None, [d.get("produced_by")])]
 
 
 def redacted(view: Dataset, visible: set[str] | None) -> Dataset:
@@ -397,21 +385,22 @@ class DatasetDetail(Dataset):
     history: list[Transition]
 
 
-def action_link(a: dict[str, Any], workflows: dict[str, dict[str, Any]]) -> ActionLink:
-    wf = workflows.get(a["workflow_id"], {})
+def action_link(a: ActionRecord, workflows: dict[str, WorkflowBrief]) -> ActionLink:
+    wf_id = a.workflow_id or ""
+    wf = workflows.get(wf_id)
     return ActionLink(
-        id=a["_id"],
-        name=a["name"],
-        state=a["state"],
-        decision=a["decision"],
-        reason=a.get("reason"),
-        workflow=WorkflowLink(id=a["workflow_id"], name=wf.get("name"), href=workflow_href(a["workflow_id"])),
-        createdAt=a.get("created_at"),
+        id=a.id,
+        name=a.name,
+        state=a.state,
+        decision=a.decision,
+        reason=a.reason,
+        workflow=WorkflowLink(id=wf_id, name=wf.name if wf else None, href=workflow_href(wf_id)),
+        createdAt=a.created_at,
     )
 
 
-def history_of(d: dict[str, Any]) -> list[Transition]:
-    return [Transition(state=h["state"], at=h["at"], by=h.get("by"), note=h.get("note")) for h in d.get("history", [])]
+def history_of(d: DatasetRecord) -> list[Transition]:
+    return [Transition(state=h.state, at=h.at, by=h.by, note=h.note) for h in d.history]
 
 
 # --- timeline and statistics -------------------------------------------------------------------
@@ -450,30 +439,32 @@ def actor(kind: str, by: str | None) -> str | None:
     return service if at and _BARE_REPLICA.fullmatch(replica) else by
 
 
-def timeline(wf: dict[str, Any], actions: list[dict[str, Any]], datasets: list[dict[str, Any]]) -> list[TimelineEntry]:
+def timeline(wf: WorkflowRecord, actions: list[ActionRecord], datasets: list[DatasetRecord]) -> list[TimelineEntry]:
     """The story of one workflow, in time order, from its submission: its own transitions,
     its actions', and those of their datasets from then on (a dataset's earlier history
     belongs to the workflows that made it before). Actors by name (``actor``); the
     submission by the user who made it, if users are on."""
     rows = []
-    since = float(wf.get("created_at") or 0)
-    for kind, docs in (("workflow", [wf]), ("action", actions), ("dataset", datasets)):
-        for d in docs:
-            d = decode(d)
-            label = d["_id"] if kind != "action" else f"{d['_id']} ({d['name']})"
-            for h in d.get("history", []):
-                if kind == "dataset" and h["at"] < since:
-                    continue
-                by = actor(kind, h.get("by"))
-                if kind == "workflow" and h["state"] == "PLANNING" and wf.get("owner"):
-                    by = str(wf["owner"])  # who submitted it
-                rows.append(TimelineEntry(at=h["at"], kind=kind, id=label, state=h["state"], by=by, note=h.get("note")))
-    if wf.get("kill_requested_at") is not None:
+    since = float(wf.created_at or 0)
+    stories: list[tuple[str, str, tuple[Move, ...]]] = [
+        ("workflow", wf.id, wf.history),
+        *(("action", f"{a.id} ({a.name})", a.history) for a in actions),
+        *(("dataset", d.id, d.history) for d in datasets),
+    ]
+    for kind, label, moves in stories:
+        for h in moves:
+            if kind == "dataset" and h.at < since:
+                continue
+            by = actor(kind, h.by)
+            if kind == "workflow" and h.state == "PLANNING" and wf.owner:
+                by = str(wf.owner)  # who submitted it
+            rows.append(TimelineEntry(at=h.at, kind=kind, id=label, state=h.state, by=by, note=h.note))
+    if wf.kill_requested_at is not None:
         # Who asked is not a state the workflow passes through, but what a debugger looks for.
-        who = wf.get("killed_by")
+        who = wf.killed_by
         rows.append(
             TimelineEntry(
-                at=wf["kill_requested_at"], kind="workflow", id=wf["_id"], state="KILL_REQUESTED",
+                at=wf.kill_requested_at, kind="workflow", id=wf.id, state="KILL_REQUESTED",
                 by=f"user {who}" if who else None, note=None,
             )
         )  # fmt: skip

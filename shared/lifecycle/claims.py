@@ -16,7 +16,7 @@ from typing import Any
 
 from shared.lifecycle.lost import check_whole
 from shared.lifecycle.moves import Mover
-from shared.states import DATASET_REUSABLE, DatasetState
+from shared.states import DATASET_IN_FLIGHT, DATASET_REUSABLE, DatasetState
 from shared.storage import Storage
 from shared.storage.verification import WHOLE, Level, Verdict, verify
 from shared.store import datasets as ds
@@ -56,7 +56,7 @@ def meaning(doc: dict[str, Any] | None, lineage: dict[str, Any] | None = None) -
         if lineage is not None and not ds.lineage_matches(doc, lineage):
             return Meaning(Claim.COMPUTE, COLLISION, collision=True)
         return Meaning(Claim.REUSE if state in (D.STORED, D.LEAF) else Claim.REVIVE, "its output is stored")
-    if state in ds.IN_FLIGHT and doc.get("producers"):
+    if state in DATASET_IN_FLIGHT and doc.get("producers"):
         if lineage is not None and not ds.lineage_matches(doc, lineage):
             return Meaning(Claim.COMPUTE, COLLISION, collision=True)
         return Meaning(Claim.FOLLOW, busy)

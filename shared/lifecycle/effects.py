@@ -297,7 +297,7 @@ WORKFLOW_EFFECTS: dict[WorkflowState, tuple[Effect, ...]] = {
     W.KILLED: (Effect(events=_events(EventType.WORKFLOW_FINISHED), after=_RAN),),
 }
 
-TABLES: dict[str, dict[Any, tuple[Effect, ...]]] = {
+EFFECTS: dict[str, dict[Any, tuple[Effect, ...]]] = {
     "action": ACTION_EFFECTS,
     "dataset": DATASET_EFFECTS,
     "workflow": WORKFLOW_EFFECTS,
@@ -306,4 +306,4 @@ TABLES: dict[str, dict[Any, tuple[Effect, ...]]] = {
 
 def effects_of(entity: str, source: str | None, target: str) -> list[Effect]:
     """The effects of moving an ``entity`` from ``source`` (None: created) to ``target``."""
-    return [e for e in TABLES[entity].get(target, ()) if e.applies(source)]  # type: ignore[call-overload]
+    return [e for e in EFFECTS[entity].get(target, ()) if e.applies(source)]  # type: ignore[call-overload]

@@ -29,7 +29,7 @@ from shared.lifecycle import attempts
 from shared.lifecycle.following import Following
 from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import Replanner, Replans
-from shared.states import ACTION_LIVE, ActionState
+from shared.states import ACTION_KILLED_IN_BULK, ACTION_LIVE, DATASET_BEING_DELETED, ActionState
 from shared.storage import Storage
 from shared.storage.base import StorageRefused
 from shared.store import Store
@@ -42,10 +42,6 @@ log = logging.getLogger(__name__)
 A = ActionState
 # Kill requests sent to the executor at once when a whole workflow is killed.
 KILL_CONCURRENCY = 16
-# States of an action that has no job: a kill or a failed parent ends them directly.
-NO_JOB = [A.WAITING, A.READY, A.PROCESSING, A.RETRYING]
-# What a workflow's kill ends in bulk: no job, or only another's job to wait for.
-KILLED_IN_BULK = [*NO_JOB, A.FOLLOWING]
 
 
 @dataclass
@@ -138,7 +134,7 @@ class Outcomes:
         current = None
         if action.get("managed"):
             current = dataset if dataset is not None else await ds.get(self.store, action["hash"])
-            if current is not None and current["state"] in ds.BEING_DELETED:
+            if current is not None and current["state"] in DATASET_BEING_DELETED:
                 # Committing now would hand the new output to the deletor: wait until it is done.
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
                 return None
@@ -394,7 +390,7 @@ class Outcomes:
                 await ds.release(store, held, produced, self.by, "killed")
 
             moved = await self.mover.actions_many(
-                {"workflow_id": workflow_id}, A.KILLED, by=self.by, sources=KILLED_IN_BULK, note="killed",
+                {"workflow_id": workflow_id}, A.KILLED, by=self.by, sources=list(ACTION_KILLED_IN_BULK), note="killed",
                 set={"finished_at": now, "reason": "killed", "error": "killed"}, before_effects=release_killed,
             )  # fmt: skip
             for d in moved:

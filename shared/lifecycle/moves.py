@@ -21,14 +21,7 @@ from typing import Any
 from shared.bus import Bus
 from shared.events import Event, EventType, Subject, checked
 from shared.lifecycle.effects import PAYLOAD_OF, Effect, effects_of
-from shared.states import (
-    ACTION_TERMINAL,
-    ACTION_TRANSITIONS,
-    DATASET_TRANSITIONS,
-    WORKFLOW_TRANSITIONS,
-    ActionState,
-    WorkflowState,
-)
+from shared.states import ACTION_TERMINAL, ACTION_TRANSITIONS, TABLES, ActionState, WorkflowState
 from shared.store import actions as acts
 from shared.store import stats
 from shared.store import workflows as wfs
@@ -52,7 +45,6 @@ def _open_batch() -> set[str] | None:
 COLLECTIONS = {"action": "actions", "dataset": "datasets", "workflow": "workflows"}
 # Events published at once by one move of many documents (each waits for its broker confirm).
 PUBLISH_CONCURRENCY = 64
-TABLES = {"action": ACTION_TRANSITIONS, "dataset": DATASET_TRANSITIONS, "workflow": WORKFLOW_TRANSITIONS}
 
 
 def source_of(doc: Doc, sources: list[str] | None) -> str | None:

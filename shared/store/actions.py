@@ -19,8 +19,9 @@ from pymongo import ReturnDocument
 from shared.states import ACTION_LIVE, ACTION_TERMINAL, ActionState, WorkflowState
 from shared.store import workflows
 from shared.store.client import Store
+from shared.store.records import ActionRecord
 from shared.store.transitions import decode
-from shared.workflow_spec import ActionId
+from shared.workflow_spec import ActionId, id_order
 
 A = ActionState
 
@@ -333,15 +334,29 @@ async def get_many(store: Store, action_ids: list[str], fields: dict[str, int] |
     return [decode(a) async for a in store.actions.find({"_id": {"$in": list(action_ids)}}, fields)]
 
 
-async def with_hash(store: Store, h: str, fields: dict[str, int], limit: int) -> list[ActionDoc]:
+async def with_hash(store: Store, h: str, fields: dict[str, int], limit: int) -> list[ActionRecord]:
     """The newest ``limit`` actions whose output is dataset ``h`` (computed, reused,
     followed or skipped), newest first: an equality on the indexed ``hash``."""
     cursor = store.actions.find({"hash": h}, fields).sort("created_at", -1).limit(limit)
-    return [decode(a) async for a in cursor]
+    return [ActionRecord.of(a) async for a in cursor]
 
 
-async def children_of(store: Store, workflow_id: str, parent_id: str, fields: dict[str, int]) -> list[ActionDoc]:
+async def children_of(store: Store, workflow_id: str, parent_id: str, fields: dict[str, int]) -> list[ActionRecord]:
     """The actions of a workflow that read ``parent_id``'s output. Found among the
     workflow's actions (equality on ``workflow_id``): an index on the ``parents`` array
     would not be served by nx-27017."""
-    return [decode(a) async for a in store.actions.find({"workflow_id": workflow_id, "parents": parent_id}, fields)]
+    found = store.actions.find({"workflow_id": workflow_id, "parents": parent_id}, fields)
+    return [ActionRecord.of(a) async for a in found]
+
+
+async def records(store: Store, action_ids: list[str], fields: dict[str, int]) -> list[ActionRecord]:
+    """The actions of ``action_ids`` that exist, as the API shows them."""
+    if not action_ids:
+        return []
+    return [ActionRecord.of(a) async for a in store.actions.find({"_id": {"$in": list(action_ids)}}, fields)]
+
+
+async def records_of_workflow(store: Store, workflow_id: str) -> list[ActionRecord]:
+    """A workflow's actions as the API shows them (without their callback secret), in id order."""
+    found = [ActionRecord.of(a) async for a in store.actions.find({"workflow_id": workflow_id}, {"secret": 0})]
+    return sorted(found, key=lambda a: id_order(a.local_id))  # type: ignore[arg-type]

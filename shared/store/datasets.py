@@ -15,9 +15,17 @@ from pymongo import ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError
 
 from shared.errors import PingoError
-from shared.states import DATASET_REUSABLE, DATASET_TRANSITIONS, DatasetState
+from shared.states import (
+    DATASET_BEING_DELETED,
+    DATASET_HELD,
+    DATASET_IN_FLIGHT,
+    DATASET_REUSABLE,
+    DATASET_TRANSITIONS,
+    DatasetState,
+)
 from shared.store.client import Store
 from shared.store.paging import page_after
+from shared.store.records import DatasetRecord
 from shared.store.transitions import decode, history_entry, transition, transition_many
 
 log = logging.getLogger(__name__)
@@ -35,6 +43,17 @@ def lineage_matches(doc: dict[str, Any], lineage: dict[str, Any]) -> bool:
 
 async def get(store: Store, h: str) -> dict[str, Any] | None:
     return decode(await store.datasets.find_one({"_id": h}))
+
+
+async def histories(store: Store, hashes: list[str]) -> list[DatasetRecord]:
+    """The histories of the datasets ``hashes`` that exist (a workflow's timeline)."""
+    return [DatasetRecord.of(d) for d in (await get_many(store, hashes, {"history": 1})).values()]
+
+
+async def record(store: Store, h: str) -> DatasetRecord | None:
+    """The dataset as the API shows it, history and lineage included."""
+    doc = await store.datasets.find_one({"_id": h})
+    return DatasetRecord.of(doc) if doc is not None else None
 
 
 async def try_reuse(
@@ -89,9 +108,6 @@ async def try_reuse(
     return False
 
 
-IN_FLIGHT = frozenset({D.TO_STORE, D.TO_LEAF})
-
-
 async def claim_in_flight(
     store: Store, h: str, claimants: list[str], leaf: bool, by: str, seen: dict[str, Any] | None = None
 ) -> dict[str, Any] | None:
@@ -100,9 +116,9 @@ async def claim_in_flight(
     before the follow, so the output is protected from the moment it is stored. The
     document back (None: it is no longer being computed). ``seen``: as in ``try_reuse``."""
     for attempt in range(3):
-        use_seen = attempt == 0 and seen is not None and seen["state"] in IN_FLIGHT and seen.get("producers")
+        use_seen = attempt == 0 and seen is not None and seen["state"] in DATASET_IN_FLIGHT and seen.get("producers")
         doc = seen if use_seen else await get(store, h)
-        if doc is None or doc["state"] not in IN_FLIGHT or not doc.get("producers"):
+        if doc is None or doc["state"] not in DATASET_IN_FLIGHT or not doc.get("producers"):
             return None
         state = doc["state"]
         if leaf and state == D.TO_STORE:
@@ -182,14 +198,14 @@ async def live_among(store: Store, names: list[str]) -> set[str]:
 
 async def newest(
     store: Store, limit: int, state: str | None = None, after: tuple[float, str] | None = None
-) -> list[dict[str, Any]]:
+) -> list[DatasetRecord]:
     """Datasets most recently changed first (ties by hash), without history and lineage,
     after ``after`` (the change time and hash of the last one of the previous page)."""
     query: dict[str, Any] = {"state": state} if state else {}
     if after is not None:
         query["updated_at"] = {"$lte": after[0]}  # ties with the last one are dropped below
     cursor = store.datasets.find(query, {"history": 0, "lineage": 0}).sort([("updated_at", -1), ("_id", -1)])
-    return await page_after(cursor, "updated_at", after, limit)
+    return [DatasetRecord.of(d) for d in await page_after(cursor, "updated_at", after, limit)]
 
 
 async def bytes_by_state(store: Store) -> dict[str, int]:
@@ -205,10 +221,6 @@ async def bytes_by_state(store: Store) -> dict[str, int]:
     return {str(s): n for s, n in zip(D, sizes, strict=True) if n}
 
 
-# What holds bytes in storage: committed and not deleted yet.
-HELD = (D.STORED, D.LEAF, D.STORED_TO_DELETE, D.PROCESSING, D.DELETING)
-
-
 async def held_by_owner(store: Store) -> dict[str | None, tuple[int, int]]:
     """Per owner (the user whose workflow committed it; None: no users then), the number
     and bytes of the datasets held in storage: one aggregate per state, each an equality
@@ -222,7 +234,7 @@ async def held_by_owner(store: Store) -> dict[str | None, tuple[int, int]]:
         return [r async for r in await store.datasets.aggregate(pipeline)]
 
     out: dict[str | None, tuple[int, int]] = {}
-    for rows in await asyncio.gather(*(of(s) for s in HELD)):
+    for rows in await asyncio.gather(*(of(s) for s in DATASET_HELD)):
         for r in rows:
             n, size = out.get(r["_id"], (0, 0))
             out[r["_id"]] = (n + int(r["n"] or 0), size + int(r["bytes"] or 0))
@@ -320,9 +332,6 @@ async def prepare_compute(
     raise RuntimeError(f"dataset {h} kept changing while preparing its computation")
 
 
-BEING_DELETED = frozenset({D.PROCESSING, D.DELETING})
-
-
 class Deferred(PingoError):
     """The dataset is being deleted right now: commit the new output after it is gone."""
 
@@ -345,7 +354,7 @@ async def record_output(
     if doc is None:
         return None
     state = doc["state"]
-    if state in BEING_DELETED:
+    if state in DATASET_BEING_DELETED:
         raise Deferred(h)
     counted = producer in doc.get("producers", [])
     committed = {

@@ -17,6 +17,7 @@ from pymongo.asynchronous.collection import AsyncCollection
 from shared.states import ACTION_TERMINAL, ActionState, WorkflowState
 from shared.store.client import Store
 from shared.store.paging import page_after
+from shared.store.records import WorkflowBrief, WorkflowRecord
 from shared.store.transitions import decode, history_entry
 
 W = WorkflowState
@@ -92,6 +93,18 @@ async def get(store: Store, workflow_id: str, fields: dict[str, int] | None = No
     return decode(await store.workflows.find_one({"_id": workflow_id}, fields))
 
 
+async def record(store: Store, workflow_id: str, fields: dict[str, int] | None = None) -> WorkflowRecord | None:
+    """The workflow as the API shows it (``fields``: a projection keeping ``state``)."""
+    doc = await store.workflows.find_one({"_id": workflow_id}, fields if fields is not None else {"definition": 0})
+    return WorkflowRecord.of(doc) if doc is not None else None
+
+
+async def brief(store: Store, workflow_id: str) -> WorkflowBrief | None:
+    """The workflow's name and owner (whether a caller may see it), if it exists."""
+    doc = await store.workflows.find_one({"_id": workflow_id}, {"name": 1, "owner": 1})
+    return WorkflowBrief.of(doc) if doc is not None else None
+
+
 async def in_state(store: Store, state: WorkflowState, fields: dict[str, int], **where: Any) -> list[dict[str, Any]]:
     return [w async for w in store.workflows.find({"state": str(state), **where}, fields)]
 
@@ -105,7 +118,7 @@ async def renew_planning_lease(store: Store, workflow_id: str, planner: str, now
     return won is not None
 
 
-async def request_kill(store: Store, workflow_id: str, now: float, by: str | None = None) -> dict[str, Any] | None:
+async def request_kill(store: Store, workflow_id: str, now: float, by: str | None = None) -> WorkflowRecord | None:
     """Record a kill request (and who asked: ``by``, a user name) on a PLANNING or RUNNING
     workflow; the document as it was before (so the caller knows whether this request was
     the first), or None if it has ended or does not exist. A repeated kill keeps the first
@@ -116,9 +129,9 @@ async def request_kill(store: Store, workflow_id: str, now: float, by: str | Non
         {"$set": {"kill_requested": True, "kill_applied": False, "kill_requested_at": now, "killed_by": by}},
         projection={"history": 0},
     )
-    if first is not None:
-        return first
-    return await store.workflows.find_one(live, {"history": 0})  # asked before, or ended, or none
+    if first is None:
+        first = await store.workflows.find_one(live, {"history": 0})  # asked before, or ended, or none
+    return WorkflowRecord.of(first) if first is not None else None
 
 
 # What settling a workflow reads of it (``Mover.settle``).
@@ -150,7 +163,7 @@ async def kill_applied(store: Store, workflow_id: str) -> None:
 async def newest(
     store: Store, limit: int, *, state: str | None = None, name: str | None = None, before: float | None = None,
     after: tuple[float, str] | None = None, owner: str | None = None,
-) -> list[dict[str, Any]]:  # fmt: skip
+) -> list[WorkflowRecord]:  # fmt: skip
     """Workflows newest first (ties by id), without their histories, optionally of one
     owner, in one state, with one name, created before a time, and after ``after`` (the
     creation time and id of the last one of the previous page: a keyset, stable under
@@ -171,15 +184,13 @@ async def newest(
     if created:
         query["created_at"] = created
     cursor = store.workflows.find(query, {"history": 0}).sort([("created_at", -1), ("_id", -1)])
-    return await page_after(cursor, "created_at", after, limit)
+    return [WorkflowRecord.of(d) for d in await page_after(cursor, "created_at", after, limit)]
 
 
-async def names(store: Store, workflow_ids: list[str] | set[str]) -> dict[str, str | None]:
-    """The names of the workflows that exist among ``workflow_ids`` ($in on _id is index-served)."""
-    return {wf_id: w.get("name") for wf_id, w in (await briefs(store, workflow_ids)).items()}
-
-
-async def briefs(store: Store, workflow_ids: list[str] | set[str]) -> dict[str, dict[str, Any]]:
-    """The name and owner of the workflows that exist among ``workflow_ids``."""
+async def briefs(store: Store, workflow_ids: list[str] | set[str]) -> dict[str, WorkflowBrief]:
+    """The name and owner of the workflows that exist among ``workflow_ids`` ($in on _id is index-served)."""
     ids = sorted(set(workflow_ids))
-    return {w["_id"]: w async for w in store.workflows.find({"_id": {"$in": ids}}, {"name": 1, "owner": 1})}
+    return {
+        w["_id"]: WorkflowBrief.of(w)
+        async for w in store.workflows.find({"_id": {"$in": ids}}, {"name": 1, "owner": 1})
+    }

@@ -68,10 +68,6 @@ def pwn_workflow(marker: Path) -> dict[str, Any]:
     }
 
 
-def origin_of(api: Api) -> str:
-    return f"http://127.0.0.1:{api.settings.port}"
-
-
 # --- A: a web page must not be able to drive the gateway through a browser ------------------
 
 

@@ -7,8 +7,8 @@ import time
 
 from pingo.display import render_status, to_text
 from shared.lifecycle import attempts
-from shared.lifecycle.ending import KILLED_IN_BULK
 from shared.states import ACTION_IN_FLIGHT, ACTION_LIVE, ACTION_TRANSITIONS, ActionState, sources_for
+from shared.states import ACTION_KILLED_IN_BULK as KILLED_IN_BULK
 
 A = ActionState
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from shared.events import PAYLOADS, Event, EventType
-from shared.lifecycle.effects import PAYLOAD_OF, TABLES, effects_of
+from shared.lifecycle.effects import EFFECTS as TABLES
+from shared.lifecycle.effects import PAYLOAD_OF, effects_of
 from shared.states import ACTION_INITIAL, DATASET_INITIAL, ActionState, DatasetState, WorkflowState, sources_for
 from shared.states import TABLES as TRANSITIONS
 
