@@ -39,7 +39,16 @@ MAX_DEPTH = 64  # objects and arrays inside each other; MongoDB refuses document
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_TIMEOUT = 30 * 86_400  # seconds: a month; longer is a mistake, not a timeout
 MAX_REPORTED = 100  # document violations listed in one answer: the rest would only repeat them
-WORKFLOW_FIELDS = ("name", "startActionId", "endActionId", "actions", "defaults", "parameters", "parameterValues")
+WORKFLOW_FIELDS = (
+    "name",
+    "startActionId",
+    "endActionId",
+    "actions",
+    "defaults",
+    "parameters",
+    "parameterValues",
+    "cacheVersion",
+)
 
 
 class ActionType(StrEnum):
@@ -73,13 +82,19 @@ class Param(BaseModel):
     # A configuration value never shown or logged (docs/planning.md, "Secret values"): it
     # reaches the job's environment, and its digest, not itself, the lineage hash.
     secret: bool = False
+    # An additionalInput value's part in input detection (docs/planning.md, "External
+    # inputs"): False, never an input; True, an input that must exist; a path, the input
+    # this value reads where detection cannot see it (``--in=/data/x.csv``); None, detected.
+    input: bool | str | None = None
 
     def definition(self) -> dict[str, Any]:
-        """As hashed: ``secret`` only where set, so that the definitions (and lineage hashes)
-        of parameters that are not secret are what they were before secrets existed."""
+        """As hashed: ``secret`` and ``input`` only where set, so that the definitions (and
+        lineage hashes) of parameters without them are what they were before they existed."""
         out: dict[str, Any] = {"key": self.key, "value": self.value}
         if self.secret:
             out["secret"] = True
+        if self.input is not None:
+            out["input"] = self.input
         return out
 
 
@@ -170,6 +185,13 @@ class ActionSpec(TypeFields):
     timeoutSeconds: float | None = None
     # A definition mapped over these items; expanded before planning (shared/workflow_fanout.py).
     forEach: list[str] | None = None
+    # Any text the user changes to force a fresh lineage: the action's own, and its
+    # workflow's (copied to every action), both hashed (docs/planning.md, "Lineage hashes").
+    cacheVersion: str | None = None
+    workflowCacheVersion: str | None = None
+    # The external inputs its additionalInput names, each with its fingerprint taken at the
+    # gateway when the workflow is planned (``InputPrint.document()``); hashed.
+    inputs: list[dict[str, Any]] = Field(default_factory=list)
 
     def definition(self) -> dict[str, Any]:
         """The fields that define the computation: what equivalence is judged on."""
@@ -189,6 +211,13 @@ class ActionSpec(TypeFields):
         }
         for field in TYPE_FIELDS.get(self.type, ()):
             out[field] = getattr(self, field)
+        # Only where given or found: a workflow without them keeps the hashes it had.
+        if self.cacheVersion is not None:
+            out["cacheVersion"] = self.cacheVersion
+        if self.workflowCacheVersion is not None:
+            out["workflowCacheVersion"] = self.workflowCacheVersion
+        if self.inputs:
+            out["inputs"] = self.inputs
         return out
 
 
@@ -224,6 +253,16 @@ class _RawParam(BaseModel):
         v = self.value
         text = ("true" if v else "false") if isinstance(v, bool) else str(v)
         return Param(key=self.key, value=text)
+
+
+class _RawInput(_RawParam):
+    """An additionalInput value: it may say whether it names an external input
+    (docs/planning.md, "External inputs")."""
+
+    input: StrictBool | str | None = None
+
+    def to_param(self) -> Param:
+        return super().to_param().model_copy(update={"input": self.input})
 
 
 class _RawSetting(_RawParam):
@@ -264,7 +303,13 @@ class _RawAction(TypeFields):
     actionFolder: str | None = None
     mainClassName: str | None = None
     command: list[str] | None = None
-    additionalInput: list[_RawParam | str | int | float] | dict[str, Any] = Field(default_factory=list)
+    additionalInput: list[_RawInput | str | int | float] | dict[str, Any] = Field(
+        default_factory=list,
+        description='Values passed first to the job: [value, {"key", "value"}] or {name: value}; '
+        '{"value", "input": false} is never an external input, {"value", "input": true} must be one, '
+        '{"value", "input": "/path"} names the input a value reads',
+    )
+    cacheVersion: str | None = None
     configurationParameters: list[_RawSetting] | dict[str, str | int | float | bool | _RawSecret] = Field(
         default_factory=list,
         description='Named settings: [{"key", "value"}] or {name: value}; a SHELL action\'s value may be secret: '
@@ -332,7 +377,7 @@ class ExecutionDefaults(BaseModel):
 _ACTION_PARTS = {
     None: _RawAction,
     "retries": RetryPolicy,
-    "additionalInput": _RawParam,
+    "additionalInput": _RawInput,
     "configurationParameters": _RawSetting,
     "parentActions": _RawParent,
 }
@@ -639,6 +684,12 @@ def parse_workflow(
         )
 
     actions, positions = expand(actions, positions, start, end, violations, parsed)  # forEach
+    version = body.get("cacheVersion")
+    if version is not None and not isinstance(version, str):
+        message = f"cacheVersion must be a string, not {kind(version)}"
+        violations.append(Violation(loc="cacheVersion", field="cacheVersion", message=message))
+    elif version is not None:  # every action's hash, so every dataset, is new
+        actions = [a.model_copy(update={"workflowCacheVersion": version}) for a in actions]
     violations = [v for j, v in enumerate(violations) if j < documented or v.loc not in placed]
     if violations:
         return None, violations
@@ -862,4 +913,5 @@ def _parse_action(
         retries=_policy(r.retries) or _policy(defaults.retries if defaults else None) or RetryPolicy(),
         timeoutSeconds=r.timeoutSeconds if r.timeoutSeconds is not None else (defaults and defaults.timeoutSeconds),
         forEach=None if r.forEach is None else [_RawParam(value=v).to_param().value for v in r.forEach],
+        cacheVersion=r.cacheVersion,
     )

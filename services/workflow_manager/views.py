@@ -45,6 +45,22 @@ def workflow_of(action_id: str) -> str:
 # --- actions and workflows -------------------------------------------------------------------
 
 
+class InputView(View):
+    """An external input an action reads, with the fingerprint its lineage hash was
+    computed with (docs/planning.md, "External inputs")."""
+
+    path: str
+    fingerprint: dict[str, Any] = Field(
+        description="kind (file or folder), size; mtime_ns (local) or mtime_ms (HDFS), or checksum; a folder's "
+        "files and digest"
+    )
+
+
+def input_views(definition: dict[str, Any] | None) -> list[InputView]:
+    inputs = (definition or {}).get("inputs") or []
+    return [InputView(path=i["path"], fingerprint={k: v for k, v in i.items() if k != "path"}) for i in inputs]
+
+
 class PlannedAction(View):
     """An action as planned: what a submission answers, per action."""
 
@@ -67,6 +83,7 @@ class PlannedAction(View):
         description="Its computation is shared with another user's workflow (followed by, following, taken over "
         "from or by it): that workflow's ids and job are not shown (docs/users.md)",
     )
+    inputs: list[InputView] = Field(default_factory=list, description="The external inputs it reads")
 
 
 class Attempt(View):
@@ -128,6 +145,7 @@ def _planned_fields(a: dict[str, Any]) -> dict[str, Any]:
         "state": a["state"],
         "outputPath": a.get("output_path"),
         "follows": a.get("follows") or None,
+        "inputs": input_views(a.get("definition")),
     }
 
 
@@ -353,6 +371,9 @@ class Lineage(View):
         '(docs/planning.md, "Secret values")'
     )
     parents: list[str] = Field(description="The hashes of the datasets it was computed from, in argument order")
+    inputs: list[InputView] = Field(
+        default_factory=list, description="The external inputs it was computed from, with their fingerprints"
+    )
 
 
 def lineage_view(lineage: dict[str, Any]) -> Lineage:
@@ -362,7 +383,8 @@ def lineage_view(lineage: dict[str, Any]) -> Lineage:
         parsed = json.loads(definition)
         parsed["configurationParameters"] = masked_parameters(parsed.get("configurationParameters"))
         definition = canonical(parsed)
-    return Lineage.model_validate({**lineage, "definition": definition})
+    inputs = input_views(json.loads(definition)) if isinstance(definition, str) and '"inputs":' in definition else []
+    return Lineage.model_validate({**lineage, "definition": definition, "inputs": inputs})
 
 
 class ActionLink(View):
