@@ -120,7 +120,7 @@ def test_a_path_the_user_may_not_read_is_never_looked_at(tmp_path: Path) -> None
     secret.write_text("x")
     (tmp_path / "data" / "local-jobs").mkdir(parents=True)
     for path in (secret, tmp_path / "elsewhere" / "missing.txt", tmp_path / "data" / "local-jobs"):
-        hashes, spec, violations = keyed(tmp_path, body_with([str(path)]))
+        _, spec, violations = keyed(tmp_path, body_with([str(path)]))
         assert not spec.actions[0].inputs and not violations
         _, _, declared = keyed(tmp_path, body_with([{"value": str(path), "input": True}]))
         assert "must be inside" in declared[0].message
