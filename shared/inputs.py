@@ -66,13 +66,3 @@ def changes(before: dict[str, Any], after: dict[str, Any] | None) -> list[str]:
         for field in PRINT_FIELDS
         if before.get(field) != after.get(field)
     ]
-
-
-def described(print_: dict[str, Any]) -> str:
-    """A fingerprint in a few words, for the CLI and the log: ``file 12 B mtime_ns 1700…``."""
-    parts = [str(print_.get("kind", "?"))]
-    for field in PRINT_FIELDS[1:]:
-        if field in print_:
-            value = print_[field]
-            parts.append(f"{field} {value[:19] if isinstance(value, str) else value}")
-    return " ".join(parts)
