@@ -1,0 +1,64 @@
+"""External inputs on the Hadoop path (the emulator: Oozie executor, WebHDFS storage):
+an HDFS path or hdfs:// URI in additionalInput is an input, fingerprinted by
+GETFILESTATUS / LISTSTATUS (length and modificationTime) or, with
+PINGO_INPUT_FINGERPRINT=checksum, GETFILECHECKSUM (docs/planning.md, "External inputs").
+The local path: tests/system/test_external_inputs.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.system.test_hadoop_system import Hadoop, hadoop, hdfs_action
+
+__all__ = ["hadoop"]  # the fixture, used by name
+
+
+def reading(corpus: str, prefix: str) -> dict[str, Any]:
+    first = hdfs_action(1, f"{prefix}-read")
+    first["additionalInput"].append({"value": corpus})
+    return {"name": f"{prefix}-inputs", "actions": [
+        first, hdfs_action(2, f"{prefix}-count", [1]), hdfs_action(3, f"{prefix}-other")]}  # fmt: skip
+
+
+def states(wf: dict[str, Any]) -> dict[Any, str]:
+    return {a["localId"]: a["state"] for a in wf["actions"]}
+
+
+def corpus_at(hadoop: Hadoop, text: str) -> Path:
+    folder = hadoop.hdfs_path("/pingo/outputs/corpus")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "part-00000").write_text(text)
+    return folder
+
+
+async def test_an_edited_hdfs_input_is_a_miss_for_its_readers_only(hadoop: Hadoop) -> None:
+    corpus = corpus_at(hadoop, "abcd")
+    uri = f"{hadoop.settings.name_node}/pingo/outputs/corpus"  # an hdfs:// URI is read as its path
+    first = await hadoop.run(reading(uri, "hi"))
+    assert set(states(first).values()) == {"FINISHED"}, [(a["localId"], a["error"]) for a in first["actions"]]
+    seen = first["actions"][0]["inputs"][0]
+    assert seen["path"] == "/pingo/outputs/corpus" and seen["fingerprint"]["size"] == 4
+    assert states(await hadoop.run(reading(uri, "hi"))) == {1: "SKIPPED", 2: "REUSED", 3: "REUSED"}
+
+    (corpus / "part-00000").write_text("abcdef")
+    code, plan = await hadoop.request("POST", "/api/v1/workflows?dryRun=true", json=reading(uri, "hi"))
+    assert code == 200, plan
+    assert [a["decision"] for a in plan["actions"]] == ["compute", "compute", "reuse"]
+    assert plan["actions"][0]["inputs"][0]["changes"][0] == "size 4 -> 6"
+    again = await hadoop.run(reading(uri, "hi"))
+    assert states(again) == {1: "FINISHED", 2: "FINISHED", 3: "REUSED"}
+
+
+@pytest.mark.parametrize("hadoop", [{"input_fingerprint": "checksum"}], indirect=True)
+async def test_by_checksum_a_same_size_edit_is_a_miss(hadoop: Hadoop) -> None:
+    corpus = corpus_at(hadoop, "abcd")
+    assert set(states(await hadoop.run(reading("/pingo/outputs/corpus", "hc"))).values()) == {"FINISHED"}
+    (corpus / "part-00000").write_text("wxyz")  # the same length: only the content tells
+    code, plan = await hadoop.request(
+        "POST", "/api/v1/workflows?dryRun=true", json=reading("/pingo/outputs/corpus", "hc")
+    )
+    assert code == 200 and [a["decision"] for a in plan["actions"]] == ["compute", "compute", "reuse"], plan
+    assert plan["actions"][0]["inputs"][0]["changes"][0].startswith("digest ")
