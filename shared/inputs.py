@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from shared.storage.base import InputTooLarge, Storage
 from shared.workflow_spec import ActionSpec
 
 # The fields of a fingerprint, in the order a change is told (``changes``).
@@ -66,3 +67,22 @@ def changes(before: dict[str, Any], after: dict[str, Any] | None) -> list[str]:
         for field in PRINT_FIELDS
         if before.get(field) != after.get(field)
     ]
+
+
+async def changed_since(
+    storage: Storage, recorded: list[dict[str, Any]], checksum: bool, max_files: int, user: str | None
+) -> list[dict[str, Any]]:
+    """The inputs among ``recorded`` (an action's, as fingerprinted at planning) whose
+    fingerprint taken now differs: ``{"path", "changes"}`` each. Asked when its output is
+    committed: an input changed while the action ran makes an output of neither version."""
+    out: list[dict[str, Any]] = []
+    for before in recorded:
+        fingerprint = {k: v for k, v in before.items() if k != "path"}
+        try:
+            now = await storage.input_print(before["path"], checksum, max_files, user)
+        except InputTooLarge as exc:
+            out.append({"path": before["path"], "changes": [str(exc)]})
+            continue
+        if now != fingerprint:
+            out.append({"path": before["path"], "changes": changes(fingerprint, now)})
+    return out

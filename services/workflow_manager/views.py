@@ -132,6 +132,9 @@ class Action(PlannedAction):
     followers: list[str]
     successor: str | None
     takeoverOf: str | None
+    inputChanged: list[dict[str, Any]] | None = Field(
+        None, description="Inputs that changed while it ran ({path, changes}): its output is not reused"
+    )
 
 
 def _planned_fields(a: dict[str, Any]) -> dict[str, Any]:
@@ -178,6 +181,7 @@ def action_view(a: dict[str, Any]) -> Action:
         followers=a.get("followers", []),
         successor=a.get("successor"),
         takeoverOf=a.get("takeover_of"),
+        inputChanged=a.get("input_changed"),
     )
 
 
@@ -271,6 +275,9 @@ class Dataset(View):
         "state machine, though no file was ever kept or deleted"
     )  # fmt: skip
     workflow: WorkflowLink | None = Field(description="The workflow of producedBy")
+    inputChanged: list[dict[str, Any]] | None = Field(
+        None, description="Made from inputs that changed while it was computed ({path, changes}): not reused"
+    )
     lastUsedAt: float | None
     createdAt: float | None
     updatedAt: float | None
@@ -307,6 +314,7 @@ def dataset_view(
         producedByName=(action_names or {}).get(producer) if producer else None,
         neverStored=d["state"] == DatasetState.DELETED and d.get("committed_at") is None,
         workflow=WorkflowLink(id=wf_id, name=(names or {}).get(wf_id), href=workflow_href(wf_id)) if wf_id else None,
+        inputChanged=d.get("input_changed"),
         lastUsedAt=d.get("last_used_at"),
         createdAt=d.get("created_at"),
         updatedAt=d.get("updated_at"),

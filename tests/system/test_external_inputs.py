@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -121,3 +122,41 @@ async def test_a_changed_cache_version_is_a_miss(system: Api) -> None:
     body["cacheVersion"] = "2026-11"
     assert states(await system.run(body)) == {1: "FINISHED", 2: "FINISHED"}
     assert states(await system.run(body)) == {1: "SKIPPED", 2: "REUSED"}
+
+
+async def test_an_input_changed_while_its_reader_runs_taints_the_output(system: Api, settings) -> None:
+    """Its output is kept (its readers run on it), marked with its descendants, and not
+    reused by the next submission even when the input is put back as it was planned."""
+    corpus = corpus_at(settings.allowed_output_roots[0] / "moving", "abcd")
+    part = corpus / "part-00000"
+    planned_at = part.stat()
+    body = reading(str(corpus), "moving")
+    body["actions"][0]["additionalInput"][1]["value"] = "3"  # seconds of work: time to change it
+    plan = await system.submit(body)
+    for _ in range(300):
+        if (await system.workflow(plan["id"]))["actions"][0]["state"] == "RUNNING":
+            break
+        await asyncio.sleep(0.1)
+    part.write_text("changed meanwhile")
+    wf = await system.wait(plan["id"])
+    assert wf["state"] == "SUCCEEDED"
+    row = {a["localId"]: a for a in wf["actions"]}
+    assert row[1]["inputChanged"][0]["path"] == str(corpus), row[1]
+    assert row[1]["inputChanged"][0]["changes"][0] == "size 4 -> 17"
+    assert row[2]["inputChanged"] == row[1]["inputChanged"] and row[3]["inputChanged"] is None
+    code, dataset = await system.request("GET", f"/api/v1/datasets/{row[1]['hash']}")
+    assert code == 200 and dataset["inputChanged"] == row[1]["inputChanged"]
+    # Put back as planned (content and modification time): the same key, yet computed again.
+    part.write_text("abcd")
+    os.utime(part, ns=(planned_at.st_atime_ns, planned_at.st_mtime_ns))
+    body["actions"][0]["additionalInput"][1]["value"] = "0"
+    again = await system.run(body)
+    assert states(again) == {1: "FINISHED", 2: "FINISHED", 3: "REUSED"}
+    assert [a["hash"] for a in again["actions"]] != [a["hash"] for a in wf["actions"]]  # seconds are in the key
+    body["actions"][0]["additionalInput"][1]["value"] = "3"
+    clean = await system.run(body)
+    assert {a["localId"]: a["hash"] for a in clean["actions"]} == {a["localId"]: a["hash"] for a in wf["actions"]}
+    assert states(clean) == {1: "FINISHED", 2: "FINISHED", 3: "REUSED"}
+    code, dataset = await system.request("GET", f"/api/v1/datasets/{row[1]['hash']}")
+    assert dataset["inputChanged"] is None  # a clean commit replaced it
+    assert states(await system.run(body)) == {1: "SKIPPED", 2: "REUSED", 3: "REUSED"}
