@@ -347,7 +347,7 @@ def input_lines(actions: list[dict[str, Any]]) -> list[Text]:
             first.setdefault(i["path"], i)
     lines = []
     for path, i in first.items():
-        line = Text("⇢ input ", style="dim")
+        line = Text("◇ input ", style="dim")
         line.append(path, style="bold")
         line.append(f"  {described(i['fingerprint'])}  read by {', '.join(readers[path])}")
         if i.get("changes"):

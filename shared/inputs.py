@@ -63,10 +63,15 @@ def changes(before: dict[str, Any], after: dict[str, Any] | None) -> list[str]:
     if after is None:
         return ["missing"]
     return [
-        f"{field} {before.get(field)} -> {after.get(field)}"
+        f"{field} {_short(before.get(field))} -> {_short(after.get(field))}"
         for field in PRINT_FIELDS
         if before.get(field) != after.get(field)
     ]
+
+
+def _short(value: Any) -> Any:
+    """A digest cut to what tells two apart at a glance; the whole is in the fingerprints."""
+    return f"{value[:19]}…" if isinstance(value, str) and len(value) > 20 else value
 
 
 async def changed_since(

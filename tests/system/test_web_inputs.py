@@ -21,7 +21,7 @@ async def test_an_input_is_a_source_node_with_its_fingerprint(system: Api, setti
         await expect(p.locator("#dag .node")).to_have_count(4)  # three actions, one input
         source = p.locator("#dag .node.input")
         await expect(source).to_have_attribute("data-input", str(corpus))
-        await expect(source.locator("text.name")).to_have_text("⇢ corpus")
+        await expect(source.locator("text.name")).to_have_text("◇ corpus")
         await expect(source.locator("text.sub")).to_have_text("folder · 4 B")
         await expect(source.locator("title")).to_contain_text("size 4 · files 1 · digest sha256:")
         y = lambda t: float(t.split(",")[1].rstrip(")"))  # noqa: E731

@@ -81,7 +81,7 @@ function drawGraph(wf) {
       svg.append(Pingo.el("g", { class: "node input", transform: at, "data-input": input.path },
         Pingo.el("title", {}, `input ${input.path}\n${fingerprintText(input.fingerprint)}`),
         Pingo.el("rect", { width: NODE_W, height: NODE_H, rx: 2, ry: 2 }),
-        Pingo.el("text", { x: 10, y: 19, class: "name" }, `⇢ ${input.path.split("/").filter(Boolean).pop() || "/"}`.slice(0, 24)),
+        Pingo.el("text", { x: 10, y: 19, class: "name" }, `◇ ${input.path.split("/").filter(Boolean).pop() || "/"}`.slice(0, 24)),
         Pingo.el("text", { x: 10, y: 36, class: "sub" }, `${input.fingerprint.kind} · ${Pingo.bytes(input.fingerprint.size)}`)));
       continue;
     }
@@ -108,7 +108,7 @@ function legend() {
     item("state-finished", "finished"), item("state-running", "running"), item("state-ready", "ready / waiting"),
     item("state-retrying", "retrying"), item("state-failed", "failed"), item("state-killed", "killed"),
     item("state-reused reused", "♻ reused (not computed)"), item("state-skipped skipped", "↷ skipped (not needed)"),
-    item("input", "⇢ external input"));
+    item("input", "◇ external input"));
 }
 
 function field(label, value, cls) {
