@@ -73,6 +73,7 @@ class Options(TypedDict, total=False):
     retries: int | Mapping[str, float]  # 2, or {"count": 2, "delaySeconds": 10, "backoff": 2}
     timeout: float  # seconds, one attempt
     for_each: Sequence[Scalar]  # the items of a fan-out; ITEM is each one's place
+    cache_version: str  # cacheVersion: part of the key, a fresh lineage when changed
 
 
 class InvalidWorkflow(ValueError):
@@ -116,9 +117,11 @@ class Workflow:
     """A workflow being written in Python. ``start`` and ``end`` (optional) are actions."""
 
     def __init__(
-        self, name: str, *, retries: int | Mapping[str, float] | None = None, timeout: float | None = None
-    ) -> None:
+        self, name: str, *, retries: int | Mapping[str, float] | None = None, timeout: float | None = None,
+        cache_version: str | None = None,
+    ) -> None:  # fmt: skip
         self.name = name
+        self.cache_version = cache_version
         self.actions: list[Action] = []
         self.start: Action | None = None
         self.end: Action | None = None
@@ -223,9 +226,10 @@ class Workflow:
             "retries": common.pop("retries", None),
             "timeoutSeconds": common.pop("timeout", None),
             "forEach": None if (items := common.pop("for_each", None)) is None else list(items),
+            "cacheVersion": common.pop("cache_version", None),
         }
         if common:
-            known = "id, force, output_path, retries, timeout, for_each"
+            known = "id, force, output_path, retries, timeout, for_each, cache_version"
             raise TypeError(f"{name!r}: unknown option(s) {', '.join(sorted(common))} (known: {known})")
         if settings["outputPath"] is not None:
             settings["isManaged"] = False  # the output goes where the user says; never reused
@@ -260,6 +264,8 @@ class Workflow:
             out["endActionId"] = self.end.id
         if self.defaults:
             out["defaults"] = dict(self.defaults)
+        if self.cache_version is not None:
+            out["cacheVersion"] = self.cache_version
         out["actions"] = [a.to_json() for a in self.actions]
         return out
 

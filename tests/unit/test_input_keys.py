@@ -155,3 +155,17 @@ def test_cache_version_per_action_and_per_workflow_enters_the_key() -> None:
     assert whole[1] != base[1] and whole[2] != base[2]
     _, violations = parse_workflow(body_with(["x"], cacheVersion=3))
     assert [v.loc for v in violations] == ["cacheVersion"]
+
+
+def test_cache_version_in_python() -> None:
+    from pingo.builder import Workflow
+
+    def built(**versions: str) -> dict:
+        w = Workflow("py", cache_version=versions.get("workflow"))
+        a = w.shell("a", ["true"])
+        w.shell("b", ["true"], parents=[a], **({"cache_version": versions["b"]} if "b" in versions else {}))
+        return w.hashes()
+
+    base, one, every = built(), built(b="2"), built(workflow="2")
+    assert base[1] == one[1] and base[2] != one[2]
+    assert every[1] != base[1] and every[2] != base[2]
