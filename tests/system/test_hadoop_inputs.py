@@ -6,6 +6,7 @@ The local path: tests/system/test_external_inputs.py."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -62,3 +63,20 @@ async def test_by_checksum_a_same_size_edit_is_a_miss(hadoop: Hadoop) -> None:
     )
     assert code == 200 and [a["decision"] for a in plan["actions"]] == ["compute", "compute", "reuse"], plan
     assert plan["actions"][0]["inputs"][0]["changes"][0].startswith("digest ")
+
+
+async def test_an_hdfs_input_changed_while_its_reader_runs_is_found_at_commit(hadoop: Hadoop) -> None:
+    corpus = corpus_at(hadoop, "abcd")
+    body = reading("/pingo/outputs/corpus", "hm")
+    body["actions"][0]["additionalInput"][1]["value"] = "3"  # seconds of work: time to change it
+    plan = await hadoop.submit(body)
+    for _ in range(300):
+        if (await hadoop.workflow(plan["id"]))["actions"][0]["state"] == "RUNNING":
+            break
+        await asyncio.sleep(0.1)
+    (corpus / "part-00000").write_text("changed meanwhile")
+    wf = await hadoop.wait(plan["id"])
+    assert wf["state"] == "SUCCEEDED"
+    assert wf["actions"][0]["inputChanged"][0]["changes"][0] == "size 4 -> 17"
+    assert wf["actions"][1]["inputChanged"] == wf["actions"][0]["inputChanged"]
+    assert wf["actions"][2]["inputChanged"] is None
