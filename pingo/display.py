@@ -355,6 +355,12 @@ def input_lines(actions: list[dict[str, Any]]) -> list[Text]:
         elif "previous" in i:
             line.append("  (unchanged)" if i["previous"] else "  (first use)", style="dim")
         lines.append(line)
+    for a in actions:
+        for c in a.get("inputChanged") or []:
+            warn = Text(f"✗ {a['localId']}: input {c['path']} changed while it ran ({', '.join(c['changes'])}): ",
+                        style="yellow")  # fmt: skip
+            warn.append("its output is kept for this workflow, and computed again by the next", style="dim")
+            lines.append(warn)
     return lines
 
 

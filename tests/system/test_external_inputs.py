@@ -146,6 +146,8 @@ async def test_an_input_changed_while_its_reader_runs_taints_the_output(system: 
     assert row[2]["inputChanged"] == row[1]["inputChanged"] and row[3]["inputChanged"] is None
     code, dataset = await system.request("GET", f"/api/v1/datasets/{row[1]['hash']}")
     assert code == 200 and dataset["inputChanged"] == row[1]["inputChanged"]
+    status = await cli(system, "status", wf["id"])
+    assert f"✗ 1: input {corpus} changed while it ran (size 4 -> 17" in status, status
     # Put back as planned (content and modification time): the same key, yet computed again.
     part.write_text("abcd")
     os.utime(part, ns=(planned_at.st_atime_ns, planned_at.st_mtime_ns))
