@@ -328,7 +328,8 @@ def render_progress(wf: dict[str, Any], started: float) -> RenderableType:
 def described(fingerprint: dict[str, Any]) -> str:
     """An input's fingerprint in a few words: ``file 12 B mtime_ns 1732…``, a digest cut short."""
     parts = [str(fingerprint.get("kind", "?"))]
-    for field, value in fingerprint.items():
+    order = ("size", "files", "mtime_ns", "mtime_ms", "checksum", "digest")  # a stored lineage's keys are sorted
+    for field, value in sorted(fingerprint.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99):
         if field == "kind":
             continue
         shown = human(value) if field == "size" else value

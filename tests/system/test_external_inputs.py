@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,8 @@ async def test_an_edited_input_is_a_miss_for_its_readers_only(system: Api, setti
     # The dataset view shows what it was computed from.
     code, dataset = await system.request("GET", f"/api/v1/datasets/{read['hash']}")
     assert code == 200 and dataset["lineage"]["inputs"][0]["path"] == str(corpus), dataset
+    shown = await cli(system, "datasets", "show", read["hash"])
+    assert re.search(rf"input +{re.escape(str(corpus))}  folder size 4 B files 1 digest sha256:", shown), shown
 
     untouched = await system.run(reading(str(corpus)))
     assert states(untouched) == {1: "SKIPPED", 2: "REUSED", 3: "REUSED"}
