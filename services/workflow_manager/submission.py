@@ -5,6 +5,7 @@ A workflow rejected here writes nothing at all.
 
 from __future__ import annotations
 
+import posixpath
 from typing import Any
 
 from shared.config import Settings
@@ -109,9 +110,13 @@ async def inputs(
     there is taken as text, as before inputs existed; declared as an input, it is a
     violation whether or not it exists."""
     roots = settings.input_root_list(owner)
-    private: list[str] = []  # Pingo's data folder holds what no user may read, but datasets and outputs
+    # What no user may read, whatever the roots say, but datasets and outputs: Pingo's data
+    # folder (its store, its jobs) and, on HDFS, its Oozie applications (a SHELL action's
+    # secret values are in their workflow.xml).
     readable = [settings.managed_path(), *settings.output_root_list(owner)]
-    if not settings.on_hdfs:
+    if settings.on_hdfs:
+        private = [posixpath.join(settings.hdfs_root, "oozie-apps")]
+    else:
         private = [str(settings.data_dir.resolve())]
     checksum = settings.input_fingerprint == "checksum"
     seen: dict[str, dict[str, Any] | InputTooLarge | None] = {}

@@ -80,3 +80,18 @@ async def test_an_hdfs_input_changed_while_its_reader_runs_is_found_at_commit(ha
     assert wf["actions"][0]["inputChanged"][0]["changes"][0] == "size 4 -> 17"
     assert wf["actions"][1]["inputChanged"] == wf["actions"][0]["inputChanged"]
     assert wf["actions"][2]["inputChanged"] is None
+
+
+@pytest.mark.parametrize("hadoop", [{"input_roots": ["/pingo"]}], indirect=True)
+async def test_pingos_oozie_applications_are_never_an_input(hadoop: Hadoop) -> None:
+    """Even inside an input root: their workflow.xml holds SHELL actions' secret values."""
+    first = await hadoop.run({"name": "apps", "actions": [hdfs_action(1, "ho-any")]})  # makes an application
+    assert first["state"] == "SUCCEEDED"
+    apps = "/pingo/oozie-apps"
+    assert hadoop.hdfs_path(apps).is_dir()
+    body = reading(apps, "ho")
+    code, plan = await hadoop.request("POST", "/api/v1/workflows?dryRun=true", json=body)
+    assert code == 200 and plan["actions"][0]["inputs"] == [], plan
+    body["actions"][0]["additionalInput"][-1]["input"] = True
+    code, out = await hadoop.request("POST", "/api/v1/workflows?dryRun=true", json=body)
+    assert code == 422 and "must be inside" in out["violations"][0]["message"], out
