@@ -93,6 +93,7 @@ class Options(TypedDict, total=False):
     retries: int | Mapping[str, float]  # 2, or {"count": 2, "delaySeconds": 10, "backoff": 2}
     timeout: float  # seconds, one attempt
     for_each: Sequence[Scalar] | Files  # the items of a fan-out, or Files(pattern); ITEM is each one's place
+    cache_version: str  # cacheVersion: part of the key, a fresh lineage when changed
 
 
 class InvalidWorkflow(ValueError):
@@ -139,9 +140,11 @@ class Workflow:
     def __init__(
         self, name: str, *, retries: int | Mapping[str, float] | None = None, timeout: float | None = None,
         webhooks: Sequence[str] = (),
+        cache_version: str | None = None,
     ) -> None:  # fmt: skip
         self.name = name
         self.webhooks = list(webhooks)
+        self.cache_version = cache_version
         self.actions: list[Action] = []
         self.start: Action | None = None
         self.end: Action | None = None
@@ -246,9 +249,10 @@ class Workflow:
             "retries": common.pop("retries", None),
             "timeoutSeconds": common.pop("timeout", None),
             "forEach": _for_each(common.pop("for_each", None)),
+            "cacheVersion": common.pop("cache_version", None),
         }
         if common:
-            known = "id, force, output_path, retries, timeout, for_each"
+            known = "id, force, output_path, retries, timeout, for_each, cache_version"
             raise TypeError(f"{name!r}: unknown option(s) {', '.join(sorted(common))} (known: {known})")
         if settings["outputPath"] is not None:
             settings["isManaged"] = False  # the output goes where the user says; never reused
@@ -285,6 +289,8 @@ class Workflow:
             out["defaults"] = dict(self.defaults)
         if self.webhooks:
             out["webhooks"] = list(self.webhooks)
+        if self.cache_version is not None:
+            out["cacheVersion"] = self.cache_version
         out["actions"] = [a.to_json() for a in self.actions]
         return out
 

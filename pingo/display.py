@@ -325,10 +325,51 @@ def render_progress(wf: dict[str, Any], started: float) -> RenderableType:
     return Group(progress_head(wf, started), actions_table(wf["actions"]))
 
 
+def described(fingerprint: dict[str, Any]) -> str:
+    """An input's fingerprint in a few words: ``file 12 B mtime_ns 1732…``, a digest cut short."""
+    parts = [str(fingerprint.get("kind", "?"))]
+    order = ("size", "files", "mtime_ns", "mtime_ms", "checksum", "digest")  # a stored lineage's keys are sorted
+    for field, value in sorted(fingerprint.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else 99):
+        if field == "kind":
+            continue
+        shown = human(value) if field == "size" else value
+        parts.append(f"{field} {shown[:23] if isinstance(shown, str) and field != 'size' else shown}")
+    return " ".join(parts)
+
+
+def input_lines(actions: list[dict[str, Any]]) -> list[Text]:
+    """One line per external input the actions read: its path, fingerprint and readers;
+    in a dry run, how it changed since a workflow was last planned on it."""
+    readers: dict[str, list[str]] = {}
+    first: dict[str, dict[str, Any]] = {}
+    for a in actions:
+        for i in a.get("inputs") or []:
+            readers.setdefault(i["path"], []).append(str(a["localId"]))
+            first.setdefault(i["path"], i)
+    lines = []
+    for path, i in first.items():
+        line = Text("◇ input ", style="dim")
+        line.append(path, style="bold")
+        line.append(f"  {described(i['fingerprint'])}  read by {', '.join(readers[path])}")
+        if i.get("changes"):
+            line.append(f"\n  changed since last used: {', '.join(i['changes'])}", style="yellow")
+        elif "previous" in i:
+            line.append("  (unchanged)" if i["previous"] else "  (first use)", style="dim")
+        lines.append(line)
+    for a in actions:
+        for c in a.get("inputChanged") or []:
+            warn = Text(f"✗ {a['localId']}: input {c['path']} changed while it ran ({', '.join(c['changes'])}): ",
+                        style="yellow")  # fmt: skip
+            warn.append("its output is kept for this workflow, and computed again by the next", style="dim")
+            lines.append(warn)
+    return lines
+
+
 @escaping
 def render_status(wf: dict[str, Any]) -> RenderableType:
-    """``pingo status``: the DAG by levels, then every action's row."""
-    return Group(render_dag(wf), Text(), actions_table(wf["actions"]))
+    """``pingo status``: the DAG by levels, then every action's row, then the inputs read."""
+    inputs = input_lines(wf["actions"])
+    return Group(render_dag(wf), Text(), actions_table(wf["actions"]), *([Text(), *inputs] if inputs else []))
 
 
 @escaping
@@ -400,7 +441,9 @@ def dry_run_view(plan: dict[str, Any]) -> RenderableType:
         decision = Text(a["decision"], style=DECISION_COLOUR.get(a["decision"], ""))
         table.add_row(str(a["localId"]), a["name"], decision, a["hash"][:12], a["explanation"])
     totals = ", ".join(f"{n} {what}" for what, n in plan["totals"].items())
-    return Group(Text(f"dry run of {plan['name']}: {totals}; nothing was submitted"), table)
+    inputs = input_lines(plan["actions"])
+    head = Text(f"dry run of {plan['name']}: {totals}; nothing was submitted")
+    return Group(head, table, *([Text(), *inputs] if inputs else []))
 
 
 @escaping
@@ -526,6 +569,8 @@ def dataset_detail(d: dict[str, Any]) -> RenderableType:
         facts.add_row("made by", _action_link(producer) + f", {producer.get('state', '')}")
     elif d.get("producedBy"):
         facts.add_row("made by", str(d["producedBy"]))
+    for i in (d.get("lineage") or {}).get("inputs") or []:
+        facts.add_row("input", f"{i['path']}  {described(i['fingerprint'])}")
     if "parents" in d:
         facts.add_row("parents", ", ".join(h[:12] for h in d["parents"]) or "none (computed from inputs only)")
     parts: list[RenderableType] = [facts]

@@ -284,6 +284,20 @@ class Settings(BaseSettings):
         "(trust the catalogue; the sweep still checks existence), exists, size (and existence), checksum "
         "(size, file count and content checksum recorded at commit; reads every byte locally).",
     )
+    input_roots: list[str] = Field(
+        default_factory=list,
+        description="Where an additionalInput value may name an external input that is fingerprinted into the "
+        "lineage hash; default the action roots and the submitting user's output roots. {user} stands for the "
+        "submitting user. A path outside is never looked at (docs/planning.md, 'External inputs').",
+    )
+    input_fingerprint: Literal["stat", "checksum"] = Field(
+        "stat",
+        description="How an external input is fingerprinted: stat (size and modification time: locally in "
+        "nanoseconds, on HDFS its modificationTime) or checksum (content: SHA-256 locally, GETFILECHECKSUM on HDFS).",
+    )
+    input_max_files: int = Field(
+        10_000, gt=0, description="Files an input folder may hold for its fingerprint; past it the workflow is refused."
+    )
     reconcile_interval: float = Field(
         300.0, gt=0, description="Reconcile sweep: STORED and LEAF datasets whose files are gone become LOST, seconds."
     )
@@ -335,6 +349,17 @@ class Settings(BaseSettings):
             roots = [str(p) for p in self.output_roots] or [posixpath.join(self.hdfs_root, "outputs")]
         else:
             roots = [str(p) for p in self.allowed_output_roots]
+        if user is None:
+            return [r for r in roots if USER_SLOT not in r]
+        return [r.replace(USER_SLOT, user) for r in roots]
+
+    def input_root_list(self, user: str | None = None) -> list[str]:
+        """Where ``user`` may name external inputs: ``PINGO_INPUT_ROOTS`` (``{user}`` filled
+        in, closed while users are off), else what they may already name: the action roots
+        and their own output roots."""
+        if not self.input_roots:
+            return [*self.action_root_list(), *self.output_root_list(user)]
+        roots = self.input_roots if self.on_hdfs else [str(Path(r).resolve()) for r in self.input_roots]
         if user is None:
             return [r for r in roots if USER_SLOT not in r]
         return [r.replace(USER_SLOT, user) for r in roots]

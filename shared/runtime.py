@@ -106,7 +106,8 @@ class Context:
     def outcomes(self, by: str) -> Outcomes:
         return Outcomes(
             self.store, self.storage, self.mover(by), self.executor, by, self.settings.stale_after,
-            self.settings.takeover_retries,
+            self.settings.takeover_retries, self.settings.input_fingerprint == "checksum",
+            self.settings.input_max_files,
         )  # fmt: skip
 
     @classmethod

@@ -42,6 +42,7 @@ MAX_TIMEOUT = 30 * 86_400  # seconds: a month; longer is a mistake, not a timeou
 MAX_REPORTED = 100  # document violations listed in one answer: the rest would only repeat them
 WORKFLOW_FIELDS = (
     "name", "startActionId", "endActionId", "actions", "defaults", "parameters", "parameterValues", "webhooks",
+    "cacheVersion",
 )  # fmt: skip
 
 
@@ -76,13 +77,19 @@ class Param(BaseModel):
     # A configuration value never shown or logged (docs/planning.md, "Secret values"): it
     # reaches the job's environment, and its digest, not itself, the lineage hash.
     secret: bool = False
+    # An additionalInput value's part in input detection (docs/planning.md, "External
+    # inputs"): False, never an input; True, an input that must exist; a path, the input
+    # this value reads where detection cannot see it (``--in=/data/x.csv``); None, detected.
+    input: bool | str | None = None
 
     def definition(self) -> dict[str, Any]:
-        """As hashed: ``secret`` only where set, so that the definitions (and lineage hashes)
-        of parameters that are not secret are what they were before secrets existed."""
+        """As hashed: ``secret`` and ``input`` only where set, so that the definitions (and
+        lineage hashes) of parameters without them are what they were before they existed."""
         out: dict[str, Any] = {"key": self.key, "value": self.value}
         if self.secret:
             out["secret"] = True
+        if self.input is not None:
+            out["input"] = self.input
         return out
 
 
@@ -175,6 +182,13 @@ class ActionSpec(TypeFields):
     forEach: list[str] | None = None
     # Or over the files this pattern matches, found at submission (shared/workflow_fanout_files.py).
     forEachFiles: str | None = None
+    # Any text the user changes to force a fresh lineage: the action's own, and its
+    # workflow's (copied to every action), both hashed (docs/planning.md, "Lineage hashes").
+    cacheVersion: str | None = None
+    workflowCacheVersion: str | None = None
+    # The external inputs its additionalInput names, each with its fingerprint taken at the
+    # gateway when the workflow is planned (``InputPrint.document()``); hashed.
+    inputs: list[dict[str, Any]] = Field(default_factory=list)
 
     def definition(self) -> dict[str, Any]:
         """The fields that define the computation: what equivalence is judged on."""
@@ -194,6 +208,13 @@ class ActionSpec(TypeFields):
         }
         for field in TYPE_FIELDS.get(self.type, ()):
             out[field] = getattr(self, field)
+        # Only where given or found: a workflow without them keeps the hashes it had.
+        if self.cacheVersion is not None:
+            out["cacheVersion"] = self.cacheVersion
+        if self.workflowCacheVersion is not None:
+            out["workflowCacheVersion"] = self.workflowCacheVersion
+        if self.inputs:
+            out["inputs"] = self.inputs
         return out
 
 
@@ -232,6 +253,16 @@ class _RawParam(BaseModel):
         v = self.value
         text = ("true" if v else "false") if isinstance(v, bool) else str(v)
         return Param(key=self.key, value=text)
+
+
+class _RawInput(_RawParam):
+    """An additionalInput value: it may say whether it names an external input
+    (docs/planning.md, "External inputs")."""
+
+    input: StrictBool | str | None = None
+
+    def to_param(self) -> Param:
+        return super().to_param().model_copy(update={"input": self.input})
 
 
 class _RawSetting(_RawParam):
@@ -280,7 +311,13 @@ class _RawAction(TypeFields):
     actionFolder: str | None = None
     mainClassName: str | None = None
     command: list[str] | None = None
-    additionalInput: list[_RawParam | str | int | float] | dict[str, Any] = Field(default_factory=list)
+    additionalInput: list[_RawInput | str | int | float] | dict[str, Any] = Field(
+        default_factory=list,
+        description='Values passed first to the job: [value, {"key", "value"}] or {name: value}; '
+        '{"value", "input": false} is never an external input, {"value", "input": true} must be one, '
+        '{"value", "input": "/path"} names the input a value reads',
+    )
+    cacheVersion: str | None = None
     configurationParameters: list[_RawSetting] | dict[str, str | int | float | bool | _RawSecret] = Field(
         default_factory=list,
         description='Named settings: [{"key", "value"}] or {name: value}; a SHELL action\'s value may be secret: '
@@ -348,7 +385,7 @@ class ExecutionDefaults(BaseModel):
 _ACTION_PARTS = {
     None: _RawAction,
     "retries": RetryPolicy,
-    "additionalInput": _RawParam,
+    "additionalInput": _RawInput,
     "configurationParameters": _RawSetting,
     "parentActions": _RawParent,
     "forEach": ForEachFiles,
@@ -582,10 +619,25 @@ def parse_workflow(
     start, end = _references(body, actions, seen, rejected, violations)
     _graph_problems(actions, seen, start, end, violations)
     actions, positions = expand(actions, positions, start, end, violations, parsed)  # forEach
+    actions = _workflow_cache_version(body, actions, violations)
     violations = [v for j, v in enumerate(violations) if j < documented or v.loc not in placed]
     if violations:
         return None, violations
     return WorkflowSpec(name=name.strip(), startActionId=start, endActionId=end, actions=actions, webhooks=webhooks), []
+
+
+def _workflow_cache_version(
+    body: dict[str, Any], actions: list[ActionSpec], violations: list[Violation]
+) -> list[ActionSpec]:
+    """The workflow's ``cacheVersion``, copied into every action: every action's hash, so
+    every dataset, is new when it changes (docs/planning.md, "Lineage hashes")."""
+    version = body.get("cacheVersion")
+    if version is not None and not isinstance(version, str):
+        message = f"cacheVersion must be a string, not {kind(version)}"
+        violations.append(Violation(loc="cacheVersion", field="cacheVersion", message=message))
+    elif version is not None:
+        return [a.model_copy(update={"workflowCacheVersion": version}) for a in actions]
+    return actions
 
 
 def _top_level(body: dict[str, Any], violations: list[Violation]) -> tuple[str, list[Any]]:
@@ -945,4 +997,5 @@ def _parse_action(
         timeoutSeconds=r.timeoutSeconds if r.timeoutSeconds is not None else (defaults and defaults.timeoutSeconds),
         forEach=None if not isinstance(r.forEach, list) else [_RawParam(value=v).to_param().value for v in r.forEach],
         forEachFiles=r.forEach.files if isinstance(r.forEach, ForEachFiles) else None,
+        cacheVersion=r.cacheVersion,
     )

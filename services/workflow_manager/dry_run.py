@@ -18,14 +18,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 
 from services.workflow_manager.queries import Query
-from services.workflow_manager.views import View
+from services.workflow_manager.views import InputView, View, input_views
 from shared.hashing import workflow_hashes
+from shared.inputs import changes
 from shared.lifecycle.claims import Claim, meaning, whole
 from shared.planning import PlannedAction, plan
 from shared.runtime import Context
 from shared.storage import Storage
 from shared.storage.verification import Level
 from shared.store import datasets as ds
+from shared.store import inputs as seen_inputs
 from shared.workflow_spec import ActionId, WorkflowSpec, id_order
 
 DryDecision = Literal["compute", "reuse", "skip", "follow"]
@@ -43,6 +45,13 @@ class SubmitQuery(Query):
     )
 
 
+class DryRunInput(InputView):
+    previous: dict[str, Any] | None = Field(
+        description="The fingerprint it had when a workflow was last planned on it; null if never"
+    )
+    changes: list[str] = Field(description="What differs from the previous fingerprint: 'size 10 -> 12'")
+
+
 class DryRunAction(View):
     localId: ActionId
     name: str
@@ -58,6 +67,9 @@ class DryRunAction(View):
         None, description="follow: the action whose computation it would wait for (null when it is another user's)"
     )
     shared: bool = Field(False, description="It would follow a computation of another user's workflow")
+    inputs: list[DryRunInput] = Field(
+        default_factory=list, description="The external inputs it reads, and how each changed since last used"
+    )
 
 
 class DryRunTotals(View):
@@ -137,6 +149,7 @@ async def dry_run(ctx: Context, spec: WorkflowSpec, paths: dict, prints: dict[Ac
     known = await ds.get_many(ctx.store, list(hashes.values()))
     gate = ReadOnlyGate(ctx.storage, known, ctx.settings.verify_reuse)
     planned = await plan(spec, hashes, gate, prints)
+    previous = await seen_inputs.last_seen(ctx.store, [i["path"] for a in spec.actions for i in a.inputs])
     rows = []
     for aid in sorted(planned, key=id_order):
         p = planned[aid]
@@ -150,10 +163,21 @@ async def dry_run(ctx: Context, spec: WorkflowSpec, paths: dict, prints: dict[Ac
         else:
             output = None
         follows = p.follows if p.follows is not None else (None if p.follows_local is None else str(p.follows_local))
+        inputs = [
+            DryRunInput(
+                **i.model_dump(), previous=previous.get(i.path),
+                changes=changes(previous[i.path], i.fingerprint) if i.path in previous else [],
+            )
+            for i in input_views({"inputs": p.spec.inputs})
+        ]  # fmt: skip
+        explanation = _explanation(p, gate)
+        if decision == "compute" and (changed := [i for i in inputs if i.changes]):
+            told = "; ".join(f"input {i.path} changed: {', '.join(i.changes)}" for i in changed)
+            explanation = f"{told}; {explanation}"
         rows.append(
             DryRunAction(
                 localId=aid, name=p.spec.name, hash=p.hash, decision=decision, reason=p.reason,
-                explanation=_explanation(p, gate), parents=p.spec.parents, outputPath=output, follows=follows,
+                explanation=explanation, parents=p.spec.parents, outputPath=output, follows=follows, inputs=inputs,
             )
         )  # fmt: skip
     totals = {d: sum(r.decision == d for r in rows) for d in ("compute", "reuse", "skip", "follow")}

@@ -14,7 +14,7 @@ from services.workflow_manager import action_logs, auth, guard, idempotency, ope
 from services.workflow_manager.dry_run import SubmitQuery, dry_run
 from services.workflow_manager.guard import error
 from services.workflow_manager.routes import definitions
-from services.workflow_manager.submission import fingerprints, resolve_paths
+from services.workflow_manager.submission import fingerprints, inputs, resolve_paths, with_inputs
 from services.workflow_manager.views import (
     DatasetList,
     HistoryStats,
@@ -40,6 +40,7 @@ from shared.runtime import Context
 from shared.states import ActionState, WorkflowState
 from shared.store import actions as acts
 from shared.store import datasets as ds
+from shared.store import inputs as seen_inputs
 from shared.store import stats
 from shared.store import workflows as wfs
 from shared.store.idempotency import Held
@@ -140,6 +141,10 @@ class WorkflowManager:
         prints: dict = {}
         if not violations:
             prints, violations = await fingerprints(parsed, paths, self.ctx.storage)
+            found, bad_inputs = await inputs(parsed, self.settings, self.ctx.storage, owner)
+            violations = [*violations, *bad_inputs]
+            if spec is not None:  # the inputs' fingerprints are part of the actions' definitions
+                spec = with_inputs(spec, found)
         if violations:
             return error(
                 422,
@@ -169,6 +174,9 @@ class WorkflowManager:
             response.headers["Retry-After"] = "1"
             return response
         wf, docs = result["workflow"], result["actions"]
+        # What the next dry run compares each input with (docs/planning.md, "External inputs").
+        prints_of = {i["path"]: {k: v for k, v in i.items() if k != "path"} for a in spec.actions for i in a.inputs}
+        await seen_inputs.remember(self.ctx.store, prints_of)
         if wf.get("kill_requested") and wf["state"] == W.RUNNING:
             self.apply_kill(wf["_id"])  # killed while it was being planned
         docs.sort(key=lambda d: id_order(d["local_id"]))

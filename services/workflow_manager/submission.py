@@ -5,12 +5,16 @@ A workflow rejected here writes nothing at all.
 
 from __future__ import annotations
 
+import posixpath
+from typing import Any
+
 from shared.config import Settings
 from shared.executors.base import Executor
+from shared.inputs import candidates
 from shared.path_limits import path_problem
 from shared.storage import Storage
-from shared.storage.base import FolderTooLarge
-from shared.workflow_spec import ActionId, ActionSpec, Violation
+from shared.storage.base import FolderTooLarge, InputTooLarge
+from shared.workflow_spec import ActionId, ActionSpec, Violation, WorkflowSpec
 
 
 async def resolve_paths(
@@ -92,3 +96,72 @@ async def fingerprints(
         else:
             out[a.id] = found
     return out, violations
+
+
+async def inputs(
+    actions: list[tuple[int, ActionSpec]], settings: Settings, storage: Storage, owner: str | None = None
+) -> tuple[dict[ActionId, list[dict[str, Any]]], list[Violation]]:
+    """The external inputs each action's ``additionalInput`` names, each ``{"path", ...its
+    fingerprint}`` (docs/planning.md, "External inputs"), fingerprinted once per path.
+
+    Only a path inside the inputs roots open to ``owner`` is ever looked at, and never one
+    in Pingo's own data (its store, its jobs' folders): whether a path outside exists is
+    not asked, so its fingerprint, or its existence, cannot be learnt by naming it. A value
+    there is taken as text, as before inputs existed; declared as an input, it is a
+    violation whether or not it exists."""
+    roots = settings.input_root_list(owner)
+    # What no user may read, whatever the roots say, but datasets and outputs: Pingo's data
+    # folder (its store, its jobs) and, on HDFS, its Oozie applications (a SHELL action's
+    # secret values are in their workflow.xml).
+    readable = [settings.managed_path(), *settings.output_root_list(owner)]
+    if settings.on_hdfs:
+        private = [posixpath.join(settings.hdfs_root, "oozie-apps")]
+    else:
+        private = [str(settings.data_dir.resolve())]
+    checksum = settings.input_fingerprint == "checksum"
+    seen: dict[str, dict[str, Any] | InputTooLarge | None] = {}
+    out: dict[ActionId, list[dict[str, Any]]] = {}
+    violations: list[Violation] = []
+    for i, a in actions:
+        found: dict[str, dict[str, Any]] = {}
+        for c in candidates(a, settings.on_hdfs):
+
+            def bad(message: str, i: int = i, a: ActionSpec = a, j: int = c.index) -> None:
+                violations.append(
+                    Violation(loc=f"actions[{i}].additionalInput[{j}]", actionId=a.id, field="additionalInput",
+                              message=message)
+                )  # fmt: skip
+
+            if c.problem:
+                bad(c.problem)
+                continue
+            path = storage.normalize("/", c.path)
+            hidden = storage.inside(path, private) and not storage.inside(path, readable)
+            if not storage.inside(path, roots) or hidden:
+                if c.declared:
+                    bad(f"input {c.path} must be inside {', '.join(roots) or 'an input root'} (PINGO_INPUT_ROOTS)")
+                continue
+            if path not in seen:
+                try:
+                    seen[path] = await storage.input_print(path, checksum, settings.input_max_files, owner)
+                except InputTooLarge as exc:
+                    seen[path] = exc
+            print_ = seen[path]
+            if isinstance(print_, InputTooLarge):
+                bad(str(print_))
+            elif print_ is None:
+                if c.declared:
+                    bad(f"input {c.path} does not exist")
+            else:
+                found[path] = {"path": path, **print_}
+        if found:
+            out[a.id] = [found[p] for p in sorted(found)]
+    return out, violations
+
+
+def with_inputs(spec: WorkflowSpec, found: dict[ActionId, list[dict[str, Any]]]) -> WorkflowSpec:
+    """``spec`` with each action's inputs and their fingerprints: part of its definition."""
+    if not found:
+        return spec
+    actions = [a.model_copy(update={"inputs": found[a.id]}) if a.id in found else a for a in spec.actions]
+    return spec.model_copy(update={"actions": actions})

@@ -45,6 +45,22 @@ def workflow_of(action_id: str) -> str:
 # --- actions and workflows -------------------------------------------------------------------
 
 
+class InputView(View):
+    """An external input an action reads, with the fingerprint its lineage hash was
+    computed with (docs/planning.md, "External inputs")."""
+
+    path: str
+    fingerprint: dict[str, Any] = Field(
+        description="kind (file or folder), size; mtime_ns (local) or mtime_ms (HDFS), or checksum; a folder's "
+        "files and digest"
+    )
+
+
+def input_views(definition: dict[str, Any] | None) -> list[InputView]:
+    inputs = (definition or {}).get("inputs") or []
+    return [InputView(path=i["path"], fingerprint={k: v for k, v in i.items() if k != "path"}) for i in inputs]
+
+
 class PlannedActionView(View):
     """An action as planned: what a submission answers, per action."""
 
@@ -67,6 +83,7 @@ class PlannedActionView(View):
         description="Its computation is shared with another user's workflow (followed by, following, taken over "
         "from or by it): that workflow's ids and job are not shown (docs/users.md)",
     )
+    inputs: list[InputView] = Field(default_factory=list, description="The external inputs it reads")
 
 
 class Attempt(View):
@@ -114,6 +131,9 @@ class Action(PlannedActionView):
     followers: list[str]
     successor: str | None
     takeoverOf: str | None
+    inputChanged: list[dict[str, Any]] | None = Field(
+        None, description="Inputs that changed while it ran ({path, changes}): its output is not reused"
+    )
 
 
 def _planned_fields(a: ActionRecord) -> dict[str, Any]:
@@ -127,6 +147,7 @@ def _planned_fields(a: ActionRecord) -> dict[str, Any]:
         "state": a.state,
         "outputPath": a.output_path,
         "follows": a.follows or None,
+        "inputs": input_views(a.definition),
     }
 
 
@@ -159,6 +180,7 @@ def action_view(a: ActionRecord) -> Action:
         followers=a.followers,
         successor=a.successor,
         takeoverOf=a.takeover_of,
+        inputChanged=a.input_changed,
     )
 
 
@@ -252,6 +274,9 @@ class Dataset(View):
         "state machine, though no file was ever kept or deleted"
     )  # fmt: skip
     workflow: WorkflowLink | None = Field(description="The workflow of producedBy")
+    inputChanged: list[dict[str, Any]] | None = Field(
+        None, description="Made from inputs that changed while it was computed ({path, changes}): not reused"
+    )
     lastUsedAt: float | None
     createdAt: float | None
     updatedAt: float | None
@@ -282,6 +307,7 @@ def dataset_view(
         producedByName=(action_names or {}).get(producer) if producer else None,
         neverStored=d.state == DatasetState.DELETED and d.committed_at is None,
         workflow=WorkflowLink(id=wf_id, name=(names or {}).get(wf_id), href=workflow_href(wf_id)) if wf_id else None,
+        inputChanged=d.input_changed,
         lastUsedAt=d.last_used_at,
         createdAt=d.created_at,
         updatedAt=d.updated_at,
@@ -341,6 +367,9 @@ class Lineage(View):
         '(docs/planning.md, "Secret values")'
     )
     parents: list[str] = Field(description="The hashes of the datasets it was computed from, in argument order")
+    inputs: list[InputView] = Field(
+        default_factory=list, description="The external inputs it was computed from, with their fingerprints"
+    )
 
 
 def lineage_view(lineage: dict[str, Any]) -> Lineage:
@@ -350,7 +379,8 @@ def lineage_view(lineage: dict[str, Any]) -> Lineage:
         parsed = json.loads(definition)
         parsed["configurationParameters"] = masked_parameters(parsed.get("configurationParameters"))
         definition = canonical(parsed)
-    return Lineage.model_validate({**lineage, "definition": definition})
+    inputs = input_views(json.loads(definition)) if isinstance(definition, str) and '"inputs":' in definition else []
+    return Lineage.model_validate({**lineage, "definition": definition, "inputs": inputs})
 
 
 class ActionLink(View):

@@ -55,6 +55,9 @@ def meaning(doc: dict[str, Any] | None, lineage: dict[str, Any] | None = None) -
     if state in DATASET_REUSABLE:
         if lineage is not None and not ds.lineage_matches(doc, lineage):
             return Meaning(Claim.COMPUTE, COLLISION, collision=True)
+        if changed := doc.get("input_changed"):  # its commit replaces it (docs/planning.md, "External inputs")
+            paths = ", ".join(c["path"] for c in changed)
+            return Meaning(Claim.COMPUTE, f"its output was made from input(s) that changed while it ran: {paths}")
         return Meaning(Claim.REUSE if state in (D.STORED, D.LEAF) else Claim.REVIVE, "its output is stored")
     if state in DATASET_IN_FLIGHT and doc.get("producers"):
         if lineage is not None and not ds.lineage_matches(doc, lineage):

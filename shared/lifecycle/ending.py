@@ -25,6 +25,7 @@ from typing import Any
 import networkx as nx
 
 from shared.executors.base import Executor, JobState, JobStatus
+from shared.inputs import changed_since
 from shared.lifecycle import attempts
 from shared.lifecycle.following import Following
 from shared.lifecycle.moves import Mover
@@ -57,6 +58,10 @@ class Outcomes:
     # How often a computation that itself failed is taken over by one of its followers
     # before the others fail with it (PINGO_TAKEOVER_RETRIES).
     takeover_retries: int = 1
+    # How external inputs are fingerprinted (PINGO_INPUT_FINGERPRINT, PINGO_INPUT_MAX_FILES):
+    # a commit takes their fingerprints again (docs/planning.md, "External inputs").
+    input_checksum: bool = False
+    input_max_files: int = 10_000
     # Re-planning, as following's takeover and the start of an attempt need it.
     replanner: Replans = field(init=False)
     following: Following = field(init=False)
@@ -138,9 +143,22 @@ class Outcomes:
                 # Committing now would hand the new output to the deletor: wait until it is done.
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
                 return None
+        # An input that changed while the job ran: the output is kept (its readers in this
+        # workflow wait for it), but marked, and the next plan computes it again.
+        changed = await changed_since(
+            self.storage, (action.get("definition") or {}).get("inputs") or [], self.input_checksum,
+            self.input_max_files, action.get("owner"),
+        )  # fmt: skip
+        # An input of its parents' that changed while they ran taints this output too.
+        changed += [c for c in action.get("upstream_input_changed") or [] if c not in changed]
+        if changed:
+            log.warning("%s: made from input(s) that changed while it ran: %s", action["_id"], changed)
         try:
-            # An unmanaged output is the user's latest result, never a kept dataset: always replaced.
-            replace = bool(action.get("force")) or not action.get("managed")
+            # An unmanaged output is the user's latest result, never a kept dataset: always replaced;
+            # so is one made from an input that changed while it was computed.
+            replace = (
+                bool(action.get("force")) or not action.get("managed") or bool((current or {}).get("input_changed"))
+            )
             await self.storage.commit(attempt, final, replace=replace, user=action.get("owner"))
         except FileNotFoundError as exc:
             return await self.fail_attempt(action, "output_missing", str(exc), status)
@@ -164,10 +182,13 @@ class Outcomes:
                     self.store, action["hash"], action["_id"], size, seconds, bool(action.get("leaf")), self.by,
                     files=found.files if found else None, checksum=found.checksum if found else None,
                     owner=action.get("owner"), storage=self.storage.identity, seen=current,
+                    input_changed=changed or None,
                 )  # fmt: skip
             except ds.Deferred:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
                 return None
+        if changed and action.get("children"):  # before they may start: their outputs are tainted too
+            await acts.note_input_changed(self.store, action["children"], changed)
         # Its children first: their input is stored, and readying them is what a chain's hop
         # waits for. What it read is free then (record_output struck it from producers).
         await self.ready_children(action)
@@ -182,6 +203,7 @@ class Outcomes:
                 "seconds": seconds,
                 "ended_at": status.ended_at,
                 "started_at": status.started_at or action.get("started_at"),
+                "input_changed": changed or None,
             },
         )  # fmt: skip
         if done is not None:

@@ -251,7 +251,8 @@ class Starter:
                 *action.get("input_paths", []),
                 action["attempt_path"],
             ],
-            inputs=action.get("input_paths", []),
+            # Its parents' outputs and its external inputs: what a sandboxed job is given back.
+            inputs=[*action.get("input_paths", []), *(i["path"] for i in definition.get("inputs") or [])],
             configuration={p["key"] or "": p["value"] for p in parameters},
             secret_keys=[p["key"] for p in parameters if p.get("secret")],
             notify_url=self.notify_url(action),

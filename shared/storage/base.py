@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from shared.errors import PingoError, Refused
 from shared.path_limits import ATTEMPTS_DIR as ATTEMPTS_DIR  # the path limits count its length
@@ -43,6 +43,18 @@ def check_fingerprint_size(files: int, size: int) -> None:
         raise FolderTooLarge(files, size)
 
 
+class InputTooLarge(StorageError, ValueError):
+    """An input folder with more files than its fingerprint may cover (``PINGO_INPUT_MAX_FILES``)."""
+
+    def __init__(self, path: str, limit: int) -> None:
+        self.path, self.limit = path, limit
+        super().__init__(
+            f"input {path} holds more than {limit} files, more than an input's fingerprint may cover "
+            f'(PINGO_INPUT_MAX_FILES); name a smaller folder, or mark the value {{"input": false}} '
+            "to leave it out of the key"
+        )
+
+
 @dataclass(frozen=True)
 class Entry:
     name: str
@@ -78,6 +90,16 @@ class Storage(Protocol):
     async def fingerprint(self, folder: str) -> str:
         """A digest of the files in an action folder: part of the lineage hash. Raises
         ``FolderTooLarge`` past ``MAX_FINGERPRINT_FILES`` or ``MAX_FINGERPRINT_BYTES``."""
+
+    async def input_print(
+        self, path: str, checksum: bool, max_files: int, user: str | None = None
+    ) -> dict[str, Any] | None:
+        """The fingerprint of an external input (docs/planning.md, "External inputs"):
+        ``kind`` (file or folder), ``size``, and for a file its modification time
+        (``mtime_ns`` locally, ``mtime_ms`` on HDFS) or, with ``checksum``, its content's
+        ``checksum``; for a folder its ``files`` and a ``digest`` of every file's relative
+        path and fingerprint. None if the path does not exist. Read as ``user`` where the
+        storage knows users (HDFS: ``doas``). Raises ``InputTooLarge`` past ``max_files``."""
 
     async def close(self) -> None: ...
 

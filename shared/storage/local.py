@@ -18,8 +18,16 @@ import os
 import shutil
 import stat
 from pathlib import Path
+from typing import Any
 
-from shared.storage.base import ATTEMPTS_DIR, REPLACE_ROUNDS, Entry, Integrity, check_fingerprint_size
+from shared.storage.base import (
+    ATTEMPTS_DIR,
+    REPLACE_ROUNDS,
+    Entry,
+    InputTooLarge,
+    Integrity,
+    check_fingerprint_size,
+)
 from shared.storage.names import aside_name, path_name
 
 log = logging.getLogger(__name__)
@@ -125,6 +133,44 @@ class LocalStorage:
                 self._digests[key] = hashlib.sha256(f.read_bytes()).hexdigest()
             h.update(f"{f.relative_to(folder)}\0{self._digests[key]}\0".encode())
         return h.hexdigest()
+
+    async def input_print(
+        self, path: str, checksum: bool, max_files: int, user: str | None = None
+    ) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self._input_print, Path(path), checksum, max_files)
+
+    def _content(self, f: Path, st: os.stat_result) -> str:
+        key = (str(f), st.st_size, st.st_mtime_ns)
+        if key not in self._digests:
+            self._digests[key] = hashlib.sha256(f.read_bytes()).hexdigest()
+        return "sha256:" + self._digests[key]
+
+    def _input_print(self, top: Path, checksum: bool, max_files: int) -> dict[str, Any] | None:
+        try:
+            st = os.stat(top)  # the input as named: a link to it is followed
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            if checksum:
+                return {"kind": "file", "size": st.st_size, "checksum": self._content(top, st)}
+            return {"kind": "file", "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        files: list[tuple[str, Path, os.stat_result]] = []
+        for p, pst in _walk(top):  # links inside are not followed: a link counts as a file
+            if not stat.S_ISDIR(pst.st_mode):
+                files.append((str(p.relative_to(top)), p, pst))
+                if len(files) > max_files:
+                    raise InputTooLarge(str(top), max_files)
+        h = hashlib.sha256()
+        for rel, p, pst in sorted(files, key=lambda f: f[0]):
+            if checksum and stat.S_ISREG(pst.st_mode):
+                part = self._content(p, pst)
+            elif checksum:  # a link: its target's name
+                part = os.readlink(p) if stat.S_ISLNK(pst.st_mode) else ""
+            else:
+                part = f"{pst.st_size}\0{pst.st_mtime_ns}"
+            h.update(f"{rel}\0{part}\0".encode())
+        size = sum(pst.st_size for _, _, pst in files)
+        return {"kind": "folder", "size": size, "files": len(files), "digest": "sha256:" + h.hexdigest()}
 
     async def close(self) -> None:
         pass

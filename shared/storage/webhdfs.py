@@ -18,12 +18,14 @@ import hashlib
 import logging
 import posixpath
 from collections.abc import Callable
+from typing import Any
 
 from shared.hadoop.webhdfs import FileNotFound, HdfsError, WebHdfs
 from shared.storage.base import (
     ATTEMPTS_DIR,
     REPLACE_ROUNDS,
     Entry,
+    InputTooLarge,
     Integrity,
     StorageRefused,
     check_fingerprint_size,
@@ -225,6 +227,48 @@ class WebHdfsStorage:
         """A digest of every file under ``folder``: relative path and HDFS file checksum."""
         return await self._digest(await self._files(folder, limited=True))
 
+    async def input_print(
+        self, path: str, checksum: bool, max_files: int, user: str | None = None
+    ) -> dict[str, Any] | None:
+        # As the owner: HDFS's permission checker decides what they may see of the path.
+        fs = self.hdfs.acting_as(user)
+        st = await fs.status(path)
+        if st is None:
+            return None
+        if st["type"] != "DIRECTORY":
+            if checksum:
+                return {"kind": "file", "size": int(st["length"]), "checksum": _checksum_text(await fs.checksum(path))}
+            return {"kind": "file", "size": int(st["length"]), "mtime_ms": int(st["modificationTime"])}
+        files: list[tuple[str, dict]] = []
+        stack = [path]
+        while stack:
+            d = stack.pop()
+            for child in await fs.list(d):
+                p = posixpath.join(d, child["pathSuffix"])
+                if child["type"] == "DIRECTORY":
+                    stack.append(p)
+                    continue
+                files.append((posixpath.relpath(p, path), child))
+                if len(files) > max_files:
+                    raise InputTooLarge(path, max_files)
+        files.sort(key=lambda f: f[0])
+        parts: list[str]
+        if checksum:
+            limit = asyncio.Semaphore(CHECKSUM_CONCURRENCY)
+
+            async def one(rel: str) -> str:
+                async with limit:
+                    return _checksum_text(await fs.checksum(posixpath.join(path, rel)))
+
+            parts = list(await asyncio.gather(*(one(rel) for rel, _ in files)))
+        else:
+            parts = [f"{int(c.get('length', 0))}\0{int(c['modificationTime'])}" for _, c in files]
+        h = hashlib.sha256()
+        for (rel, _), part in zip(files, parts, strict=True):
+            h.update(f"{rel}\0{part}\0".encode())
+        size = sum(int(c.get("length", 0)) for _, c in files)
+        return {"kind": "folder", "size": size, "files": len(files), "digest": "sha256:" + h.hexdigest()}
+
     async def _files(self, folder: str, limited: bool = False) -> list[tuple[str, str]]:
         """(relative path, path) of every file under ``folder``, by LISTSTATUS; ``limited``
         stops at the size an action folder's fingerprint may cover."""
@@ -262,3 +306,8 @@ class WebHdfsStorage:
 
     async def close(self) -> None:
         await self.hdfs.close()
+
+
+def _checksum_text(ck: dict[str, Any]) -> str:
+    """A GETFILECHECKSUM answer as one string: its algorithm and bytes."""
+    return f"{ck['algorithm']}:{ck['bytes']}"

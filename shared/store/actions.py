@@ -99,6 +99,10 @@ class ActionDoc(TypedDict, total=False):
     seconds: float
     size: int | None
     error: str
+    # External inputs that changed while it, or an ancestor, ran ({path, changes}): its
+    # output is kept but not reused (docs/planning.md, "External inputs").
+    input_changed: list[dict[str, Any]] | None
+    upstream_input_changed: list[dict[str, Any]]
 
 
 async def insert_many(store: Store, docs: list[ActionDoc]) -> None:
@@ -325,6 +329,14 @@ async def add_child(store: Store, parent_id: str, child_id: str) -> bool:
         projection={"_id": 1},
     )
     return won is not None
+
+
+async def note_input_changed(store: Store, action_ids: list[str], changed: list[dict[str, Any]]) -> None:
+    """Its input was made from external inputs that changed while it was computed: so is
+    its output (docs/planning.md, "External inputs"). One write per action, by ``_id``: rare.
+    Set, not added to: one tainted parent is enough to taint it, whichever it names."""
+    for action_id in action_ids:
+        await store.actions.update_one({"_id": action_id}, {"$set": {"upstream_input_changed": changed}})
 
 
 async def get_many(store: Store, action_ids: list[str], fields: dict[str, int] | None = None) -> list[ActionDoc]:

@@ -339,7 +339,7 @@ class Deferred(PingoError):
 async def record_output(
     store: Store, h: str, producer: str, size: int | None, seconds: float, leaf: bool, by: str,
     *, files: int | None = None, checksum: str | None = None, owner: str | None = None,
-    storage: str | None = None, seen: dict[str, Any] | None = None,
+    storage: str | None = None, seen: dict[str, Any] | None = None, input_changed: list | None = None,
 ) -> dict[str, Any] | None:  # fmt: skip
     """After a producer succeeded and its output was committed: STORED or LEAF, with stats
     and what its files were at commit (``size``, ``files``, ``checksum``: what a later
@@ -359,7 +359,7 @@ async def record_output(
     counted = producer in doc.get("producers", [])
     committed = {
         "size": size, "files": files, "checksum": checksum, "committed_at": time.time(), "produced_by": producer,
-        "owner": owner, "storage": storage,
+        "owner": owner, "storage": storage, "input_changed": input_changed,
     }  # fmt: skip
     update: dict[str, Any] = {
         "set": committed,
@@ -382,8 +382,9 @@ async def record_output(
         return res
     if seen is not None:  # it moved since it was seen: from what it is now
         return await record_output(
-            store, h, producer, size, seconds, leaf, by, files=files, checksum=checksum, owner=owner, storage=storage
-        )
+            store, h, producer, size, seconds, leaf, by, files=files, checksum=checksum, owner=owner, storage=storage,
+            input_changed=input_changed,
+        )  # fmt: skip
     return await get(store, h)
 
 

@@ -112,6 +112,7 @@ class DatasetRecord(_History):
     created_at: float | None = None
     updated_at: float | None = None
     lineage: dict[str, Any] | None = None  # {definition, parents}, as hashed
+    input_changed: bool | None = None  # an external input changed while it was computed
     stored_history: list[Any] | None = None  # as stored: read it as ``history``
 
     @classmethod
@@ -122,7 +123,7 @@ class DatasetRecord(_History):
             doc["_id"], get("state"), get("path"), get("size"), get("files"), get("checksum"), get("committed_at"),
             get("compute_seconds_total") or 0.0, int(get("compute_count") or 0), get("use_count", 0),
             get("claims", []), get("producers", []), get("produced_by"), get("owner"), get("last_used_at"),
-            get("created_at"), get("updated_at"), get("lineage"), get("history"),
+            get("created_at"), get("updated_at"), get("lineage"), get("input_changed"), get("history"),
         )  # fmt: skip
 
     @property
@@ -200,6 +201,8 @@ class ActionRecord(_History):
     followers: list[str] | None = None
     successor: str | None = None
     takeover_of: str | None = None
+    definition: dict[str, Any] | None = None  # as hashed; its ``inputs`` are the external inputs
+    input_changed: bool | None = None  # an external input changed while it ran
     stored_history: list[Any] | None = None  # as stored: read it as ``history``
 
     @classmethod
@@ -214,5 +217,5 @@ class ActionRecord(_History):
             get("retry_at"), get("retries"), get("timeout_seconds"), get("submit_errors", 0), get("job_id"),
             get("created_at"), get("submitted_at"), get("started_at"), get("finished_at"), get("seconds"),
             get("size"), get("error"), get("followers", []), get("successor"), get("takeover_of"),
-            get("history"),
+            get("definition"), get("input_changed"), get("history"),
         )  # fmt: skip

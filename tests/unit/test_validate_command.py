@@ -43,7 +43,7 @@ def test_every_violation_is_printed_with_its_location(capsys, tmp_path):
     assert lines[0] == f"pingo: {path}: 3 violation(s)", err
     assert lines[1:] == [
         "  - extra: unknown field 'extra' in the workflow (known fields: name, startActionId, endActionId, actions, "
-        "defaults, parameters, parameterValues, webhooks)",
+        "defaults, parameters, parameterValues, webhooks, cacheVersion)",
         "  - actions[1].parentAction (action 2): unknown field 'parentAction' in action 2 — did you mean "
         "'parentActions'?",
         "  - actions[2].command (action 3): command must be a list of strings (an argv), not a string: write "

@@ -19,12 +19,34 @@ function mark(a) {
   return "";
 }
 
+// The external inputs the actions read, by path (docs/planning.md, "External inputs"): the
+// DAG's source nodes, each with the fingerprint its readers' lineage hashes were made with.
+function inputsOf(actions) {
+  const found = new Map();
+  for (const a of actions) {
+    for (const i of a.inputs || []) {
+      if (!found.has(i.path)) found.set(i.path, { ...i, id: `input:${i.path}`, readers: [] });
+      found.get(i.path).readers.push(a.id);
+    }
+  }
+  return found;
+}
+
+function fingerprintText(f) {
+  return Object.entries(f).map(([k, v]) => `${k} ${typeof v === "string" && v.length > 24 ? `${v.slice(0, 24)}…` : v}`)
+    .join(" · ");
+}
+
 function layout(actions) {
   const g = new dagre.graphlib.Graph();
   g.setGraph({ rankdir: "TB", nodesep: 28, ranksep: 46, marginx: 12, marginy: 12 });
   g.setDefaultEdgeLabel(() => ({}));
   const byLocal = new Map(actions.map((a) => [String(a.localId), a]));
   for (const a of actions) g.setNode(a.id, { width: NODE_W, height: NODE_H });
+  for (const input of inputsOf(actions).values()) {
+    g.setNode(input.id, { width: NODE_W, height: NODE_H });
+    for (const reader of input.readers) g.setEdge(input.id, reader);
+  }
   for (const a of actions) {
     for (const p of a.parents || []) {
       const parent = byLocal.get(String(p));
@@ -49,13 +71,24 @@ function drawGraph(wf) {
     const d = points.map((p, i) => `${i ? "L" : "M"}${p.x.toFixed(1)},${p.y.toFixed(1)}`).join(" ");
     svg.append(Pingo.el("path", { d, class: "edge", "marker-end": "url(#arrow)" }));
   }
+  const inputs = inputsOf(wf.actions);
   for (const id of g.nodes()) {
     const n = g.node(id);
     const a = byId.get(id);
+    const at = `translate(${(n.x - NODE_W / 2).toFixed(1)},${(n.y - NODE_H / 2).toFixed(1)})`;
+    if (!a) {  // an external input: a source node, drawn as a document
+      const input = inputs.get(id.slice("input:".length));
+      svg.append(Pingo.el("g", { class: "node input", transform: at, "data-input": input.path },
+        Pingo.el("title", {}, `input ${input.path}\n${fingerprintText(input.fingerprint)}`),
+        Pingo.el("rect", { width: NODE_W, height: NODE_H, rx: 2, ry: 2 }),
+        Pingo.el("text", { x: 10, y: 19, class: "name" }, `◇ ${input.path.split("/").filter(Boolean).pop() || "/"}`.slice(0, 24)),
+        Pingo.el("text", { x: 10, y: 36, class: "sub" }, `${input.fingerprint.kind} · ${Pingo.bytes(input.fingerprint.size)}`)));
+      continue;
+    }
     const decision = a.state === "REUSED" ? "reused" : a.state === "SKIPPED" ? "skipped" : "computed";
     const node = Pingo.el("g", {
       class: `node ${Pingo.stateClass(a.state)} ${decision}${selected === id ? " selected" : ""}`,
-      transform: `translate(${(n.x - NODE_W / 2).toFixed(1)},${(n.y - NODE_H / 2).toFixed(1)})`,
+      transform: at,
       "data-action": id, "data-state": a.state, "data-decision": decision, tabindex: 0,
     },
     Pingo.el("title", {}, `${a.name} — ${a.state}${a.reason ? ` (${a.reason})` : ""}`),
@@ -74,7 +107,8 @@ function legend() {
   return Pingo.el("p", { class: "legend" },
     item("state-finished", "finished"), item("state-running", "running"), item("state-ready", "ready / waiting"),
     item("state-retrying", "retrying"), item("state-failed", "failed"), item("state-killed", "killed"),
-    item("state-reused reused", "♻ reused (not computed)"), item("state-skipped skipped", "↷ skipped (not needed)"));
+    item("state-reused reused", "♻ reused (not computed)"), item("state-skipped skipped", "↷ skipped (not needed)"),
+    item("input", "◇ external input"));
 }
 
 function field(label, value, cls) {
@@ -188,6 +222,9 @@ async function details(a) {
         : a.state === "RUNNING" && a.startedAt ? `${Pingo.seconds(Date.now() / 1000 - a.startedAt)} so far` : "–"),
       field("attempts", a.attempts || "–"), field("job", a.jobId, "mono"),
       field("output", a.outputPath, "mono"), field("lineage hash", a.hash, "mono hash"),
+      (a.inputs || []).flatMap((i) => field("input", `${i.path} · ${fingerprintText(i.fingerprint)}`, "mono")),
+      (a.inputChanged || []).flatMap((c) => field("input changed", `${c.path} changed while it ran: ${c.changes.join(", ")}; `
+        + "its output is not reused", "error")),
       a.error ? field("error", a.error, "error") : []),
     attempts.length ? Pingo.el("table", { class: "attempts" }, Pingo.el("thead", {}, Pingo.el("tr", {},
       ["#", "job", "outcome", "started", "ended"].map((h) => Pingo.el("th", {}, h)))),
