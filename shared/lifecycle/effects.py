@@ -138,6 +138,15 @@ def _marked(d: Doc) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _withdrawn(d: Doc) -> dict[str, Any]:
+    """A user withdrew it (docs/api.md, "Datasets by hand"): marked for deletion by hand."""
+    return {
+        "path": d.get("path"), "size": d.get("size"), "algorithm": None,
+        "reason": (d.get("withdrawn") or {}).get("reason") or "invalidated", "rank": None, "usage_bytes": None,
+        "capacity_bytes": None, "to_free_bytes": None,
+    }  # fmt: skip
+
+
 def _deleted(d: Doc) -> dict[str, Any]:
     return {"path": d.get("path"), "size": d.get("size")}
 
@@ -264,6 +273,9 @@ DATASET_EFFECTS: dict[DatasetState, tuple[Effect, ...]] = {
     ),
     # Its files were found missing or changed: it will be computed again.
     D.LOST: (Effect(events=_events(EventType.DATASET_LOST)),),
+    # Withdrawn by a user (invalidated, deleted by hand, expired): announced as marked, with
+    # its reason, which also wakes the dataset managers that delete it once unclaimed.
+    D.INVALIDATED: (Effect(events=((EventType.DATASET_MARKED, _withdrawn),)),),
 }
 
 

@@ -143,8 +143,9 @@ class Outcomes:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
                 return None
         try:
-            # An unmanaged output is the user's latest result, never a kept dataset: always replaced.
-            replace = bool(action.get("force")) or not action.get("managed")
+            # An unmanaged output is the user's latest result, never a kept dataset: always replaced;
+            # so are the files of a dataset a user withdrew (invalidated) that were not deleted yet.
+            replace = bool(action.get("force")) or not action.get("managed") or bool((current or {}).get("withdrawn"))
             await self.storage.commit(attempt, final, replace=replace, user=action.get("owner"))
         except FileNotFoundError as exc:
             return await self.fail_attempt(action, "output_missing", str(exc), status)
