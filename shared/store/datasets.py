@@ -165,7 +165,8 @@ async def annotate(
     as an entry of the state it stays in, guarded by that state: None if it moved since."""
     now = time.time()
     update: dict[str, Any] = {
-        "$set": {"updated_at": now, **(set or {})}, "$push": {"history": history_entry(state, by, note, at=now)}
+        "$set": {"updated_at": now, **(set or {})},
+        "$push": {"history": history_entry(state, by, note, at=now)},
     }
     if unset:
         update["$unset"] = dict.fromkeys(unset, "")
