@@ -34,10 +34,11 @@ IDEMPOTENCY_KEY_INVALID = _TAG + "idempotency-key-invalid"
 IDEMPOTENCY_KEY_REUSED = _TAG + "idempotency-key-reused"
 IDEMPOTENCY_IN_FLIGHT = _TAG + "idempotency-key-in-flight"
 SHARED_COMPUTATION = _TAG + "shared-computation"
+DATASET_NEEDED = _TAG + "dataset-needed"
 TYPES = (
     INVALID_WORKFLOW, INVALID_QUERY, MALFORMED_BODY, STORE_UNAVAILABLE, PLANNING_ABANDONED,
     HOST_NOT_ALLOWED, CROSS_ORIGIN, ALREADY_ENDED, UNAUTHENTICATED, LOGS_GONE, SHARED_COMPUTATION,
-    IDEMPOTENCY_KEY_INVALID, IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_IN_FLIGHT,
+    IDEMPOTENCY_KEY_INVALID, IDEMPOTENCY_KEY_REUSED, IDEMPOTENCY_IN_FLIGHT, DATASET_NEEDED,
 )  # fmt: skip
 
 
@@ -115,6 +116,7 @@ TITLES = {
     IDEMPOTENCY_KEY_REUSED: "The Idempotency-Key was used for another request",
     IDEMPOTENCY_IN_FLIGHT: "A request with this Idempotency-Key is in progress",
     SHARED_COMPUTATION: "The job is another user's",
+    DATASET_NEEDED: "A workflow still needs the dataset",
 }
 
 

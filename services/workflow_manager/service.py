@@ -9,7 +9,18 @@ from typing import Any
 
 from aiohttp import web
 
-from services.workflow_manager import action_logs, auth, guard, idempotency, openapi, provenance, queries, sharing, ui
+from services.workflow_manager import (
+    action_logs,
+    auth,
+    curation,
+    guard,
+    idempotency,
+    openapi,
+    provenance,
+    queries,
+    sharing,
+    ui,
+)
 from services.workflow_manager.dry_run import SubmitQuery, dry_run
 from services.workflow_manager.guard import error
 from services.workflow_manager.routes import definitions
@@ -34,6 +45,7 @@ from services.workflow_manager.views import (
 )
 from shared import strict_json
 from shared.connections import CappedRunner
+from shared.lifecycle.curating import Curator
 from shared.lifecycle.repairing import PlanningSweep
 from shared.lifecycle.submitting import PlanningLost, Submitter, new_workflow_id
 from shared.problems import ALREADY_ENDED, INVALID_WORKFLOW, MALFORMED_BODY, PLANNING_ABANDONED
@@ -69,6 +81,7 @@ class WorkflowManager:
         self.settings = ctx.settings
         self.outcomes = ctx.outcomes(BY)
         self.submitter = Submitter(ctx.store, ctx.storage, self.outcomes.mover, ctx.settings)
+        self.curator = Curator(ctx.store, self.outcomes.mover)  # datasets by hand
         self.planning_sweep = PlanningSweep(ctx.store, self.submitter, ctx.settings.stale_after)
         self.runner: web.AppRunner | None = None
         self.tasks: list[asyncio.Task] = []
@@ -298,6 +311,7 @@ class WorkflowManager:
             threshold=self.settings.threshold,
             managedRootBytes=usage,
             bytesByState=by_state,
+            usedBytes=sum(by_state.get(str(s), 0) for s in ds.HELD),
             datasets=[redacted(dataset_view(d, names, action_names), visible) for d in page],
             next=cursor,
         )
@@ -331,3 +345,12 @@ class WorkflowManager:
         caller = auth.identity(request)
         detail = await provenance.detail(self.ctx.store, d, caller.sees)
         return answer(await sharing.for_caller(self.ctx.store, detail, caller))  # its history's notes too
+
+    async def delete_dataset(self, request: web.Request) -> web.Response:
+        return await curation.delete(self.ctx, self.curator, request)
+
+    async def invalidate_dataset(self, request: web.Request) -> web.Response:
+        return await curation.invalidate(self.ctx, self.curator, request)
+
+    async def patch_dataset(self, request: web.Request) -> web.Response:
+        return await curation.patch(self.ctx, self.curator, request)

@@ -256,6 +256,11 @@ class Dataset(View):
     lastUsedAt: float | None
     createdAt: float | None
     updatedAt: float | None
+    pinned: bool = Field(False, description="Pinned by a user: never chosen for eviction")
+    expiresAt: float | None = Field(None, description="Deleted once this time has passed and nothing needs it")
+    withdrawnBy: str | None = Field(
+        None, description="INVALIDATED: who withdrew it (user <name>, or dataset_manager for an expiry)"
+    )
     href: str
 
 
@@ -292,6 +297,9 @@ def dataset_view(
         lastUsedAt=d.get("last_used_at"),
         createdAt=d.get("created_at"),
         updatedAt=d.get("updated_at"),
+        pinned=bool(d.get("pinned")),
+        expiresAt=d.get("expires_at"),
+        withdrawnBy=(d.get("withdrawn") or {}).get("by") if d["state"] == DatasetState.INVALIDATED else None,
         href=f"/api/v1/datasets/{d['_id']}",
     )
 
@@ -333,6 +341,11 @@ class DatasetList(View):
     threshold: float
     managedRootBytes: int | None = Field(description="What the storage says is under the managed root")
     bytesByState: dict[str, int] = Field(description="Size of every dataset, in each state (not only this page's)")
+    usedBytes: int = Field(
+        0,
+        description="Bytes held in storage, shown against capacityBytes: STORED, LEAF (final outputs), those "
+        "marked or being deleted and those withdrawn but not yet deleted",
+    )
     byUser: list[UserUsage] | None = Field(None, description="With ?byUser=true: per user, biggest first")
     datasets: list[Dataset] = Field(description="Most recently changed first")
     next: str | None = Field(description="Cursor of the next page (pass it as ?cursor=); null on the last page")

@@ -69,9 +69,12 @@ class Deleter:
             # A stale DELETING is taken over as DELETING: deleting again is harmless; a
             # withdrawn one is deleted at once (nothing may revive it).
             target = D.DELETING if state in (D.DELETING, D.INVALIDATED) else D.PROCESSING
-            where = {D.STORED_TO_DELETE: UNCLAIMED, D.INVALIDATED: {**UNCLAIMED, "producers": {"$size": 0}}}.get(
-                state, {"lease_at": d["lease_at"]}
-            )
+            if state == D.STORED_TO_DELETE:
+                where = UNCLAIMED
+            elif state == D.INVALIDATED:
+                where = {**UNCLAIMED, "producers": {"$size": 0}}
+            else:
+                where = {"lease_at": d["lease_at"]}
             res = await self.mover.dataset(
                 d["_id"], target, by=self.owner, sources=[state], where=where, set=lease,
                 note=None if state in (D.STORED_TO_DELETE, D.INVALIDATED) else "stale lease taken over",
