@@ -86,8 +86,7 @@ async def invalidate(ctx: Context, curator: Curator, request: web.Request) -> we
         out = await curator.invalidate(d["_id"], auth.identity(request).name, q.descendants)
     except StillNeeded as exc:
         return _conflict(exc)
-    now = await ds.get(ctx.store, d["_id"]) or d
-    return answer(Invalidation(invalidated=out.invalidated, skipped=out.skipped, dataset=_view(now)))
+    return answer(Invalidation(invalidated=out.invalidated, skipped=out.skipped, dataset=_view(out.dataset or d)))
 
 
 async def patch(ctx: Context, curator: Curator, request: web.Request) -> web.Response:

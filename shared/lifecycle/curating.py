@@ -55,6 +55,7 @@ class Withdrawn:
 
     invalidated: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    dataset: dict[str, Any] | None = None  # the one asked for, as the move (or a read) left it
 
 
 @dataclass
@@ -90,7 +91,9 @@ class Curator:
         hashes = [h, *(await self.descendants(h) if descendants else [])]
         for i, one in enumerate(hashes):
             note = "invalidated" if i == 0 else f"invalidated with its ancestor {h}"
-            why = await self._invalidate_one(one, actor(user), note)
+            why, doc = await self._invalidate_one(one, actor(user), note)
+            if i == 0:
+                out.dataset = doc
             if why is None:
                 out.invalidated.append(one)
             elif i == 0 and why.startswith("being computed"):
@@ -99,19 +102,20 @@ class Curator:
                 out.skipped[one] = why
         return out
 
-    async def _invalidate_one(self, h: str, by: str, note: str) -> str | None:
-        """None when it moved; else why not."""
+    async def _invalidate_one(self, h: str, by: str, note: str) -> tuple[str | None, dict[str, Any] | None]:
+        """(None, the moved document) when it moved; else why not, and the document as read."""
+        d = None
         for _ in range(3):
             d = await ds.get(self.store, h)
             if d is None:
-                return "no such dataset"
+                return "no such dataset", None
             if d["state"] in GONE or d["state"] == D.PROCESSING:
-                return f"already {d['state']}"
+                return f"already {d['state']}", d
             if d["state"] not in DATASET_WITHDRAWABLE or d.get("producers"):
-                return f"being computed ({d['state']})"
-            if await self._withdraw(d, by, note, NOT_COMPUTED, "invalidated") is not None:
-                return None
-        return "kept changing"
+                return f"being computed ({d['state']})", d
+            if (moved := await self._withdraw(d, by, note, NOT_COMPUTED, "invalidated")) is not None:
+                return None, moved
+        return "kept changing", d
 
     async def descendants(self, h: str) -> list[str]:
         """The datasets computed from ``h``, breadth first: the outputs of the actions that
