@@ -312,7 +312,12 @@ class WorkflowManager:
             managedRootBytes=usage,
             bytesByState=by_state,
             usedBytes=sum(by_state.get(str(s), 0) for s in ds.HELD),
-            datasets=[redacted(dataset_view(d, names, action_names), visible) for d in page],
+            datasets=[
+                redacted(dataset_view(d, names, action_names), visible).model_copy(
+                    update={"canChange": who.sees(d.get("owner"))}
+                )
+                for d in page
+            ],
             next=cursor,
         )
         return answer(view)
@@ -344,6 +349,7 @@ class WorkflowManager:
             return error(404, f"no dataset {h!r}")
         caller = auth.identity(request)
         detail = await provenance.detail(self.ctx.store, d, caller.sees)
+        detail.canChange = caller.sees(d.get("owner"))
         return answer(await sharing.for_caller(self.ctx.store, detail, caller))  # its history's notes too
 
     async def delete_dataset(self, request: web.Request) -> web.Response:

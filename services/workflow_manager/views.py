@@ -261,6 +261,11 @@ class Dataset(View):
     withdrawnBy: str | None = Field(
         None, description="INVALIDATED: who withdrew it (user <name>, or dataset_manager for an expiry)"
     )
+    canChange: bool = Field(
+        False,
+        description="Whether the caller may delete, invalidate, pin or expire it: the owner of the workflow "
+        'that committed it, or an admin (docs/api.md, "Datasets by hand")',
+    )
     href: str
 
 
