@@ -143,6 +143,11 @@ async def test_invalidate_forces_a_recomputation_of_it_and_of_its_descendants(sy
     # Alone, the leaf: its next use computes it, and its old files are replaced.
     status, body = await system.request("POST", f"/api/v1/datasets/{leaf}/invalidate")
     assert status == 200 and body["invalidated"] == [leaf] and body["dataset"]["state"] == "INVALIDATED", body
+    # The dry run says why it is not reused, and who withdrew it.
+    status, dry = await system.request("POST", "/api/v1/workflows?dryRun=true", json=pair("inv"))
+    assert status == 200, dry
+    explained = {a["localId"]: a["explanation"] for a in dry["actions"]}
+    assert explained[2] == "its dataset was invalidated by user", explained
     again = await system.submit(pair("inv"))
     assert decisions(again) == {1: "reuse", 2: "compute"}
     assert (await system.wait(again["id"]))["state"] == "SUCCEEDED"
