@@ -66,9 +66,10 @@ class Curator:
     async def _withdraw(
         self, d: dict[str, Any], by: str, note: str, where: dict[str, Any], reason: str
     ) -> dict[str, Any] | None:
+        # What a user kept it for ends with it: a later computation is a new dataset life.
         return await self.mover.dataset(
             d["_id"], D.INVALIDATED, by=by, sources=[d["state"]], where=where, note=note,
-            set={"withdrawn": {"by": by, "at": time.time(), "reason": reason}},
+            set={"withdrawn": {"by": by, "at": time.time(), "reason": reason}}, unset=["pinned", "expires_at"],
         )  # fmt: skip
 
     async def delete(self, h: str, user: str | None) -> dict[str, Any]:
@@ -162,8 +163,8 @@ class Curator:
         evict. The number of datasets moved comes back."""
         now = time.time() if now is None else now
         moved = 0
-        for d in await ds.expired(self.store, now, SWEEP_BATCH):
-            if d["state"] in DATASET_WITHDRAWABLE and not d.get("claims") and not d.get("producers"):
+        for d in await ds.expired(self.store, DATASET_WITHDRAWABLE, now, SWEEP_BATCH):
+            if not d.get("claims") and not d.get("producers"):
                 note = f"expired at {when(float(d['expires_at']))}"
                 moved += await self._withdraw(d, by, note, IDLE, "expired") is not None
         if retention_seconds > 0:

@@ -26,7 +26,7 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
         ([("state", ASCENDING), ("updated_at", ASCENDING)], {}),
         ([("updated_at", ASCENDING)], {}),  # GET /api/v1/datasets, most recently changed first
         # The expiry and retention sweeps of the dataset manager (docs/api.md, "Datasets by hand").
-        ([("expires_at", ASCENDING)], {}),
+        ([("state", ASCENDING), ("expires_at", ASCENDING)], {}),
         ([("state", ASCENDING), ("last_used_at", ASCENDING)], {}),
     ],
     "actions": [

@@ -181,11 +181,17 @@ async def withdrawn_unclaimed(store: Store, limit: int, fields: dict[str, int] |
     return [d async for d in store.datasets.find(query, fields).limit(limit)]
 
 
-async def expired(store: Store, now: float, limit: int) -> list[dict[str, Any]]:
-    """At most ``limit`` datasets whose expiry date has passed, in any state (a range on
-    the indexed ``expires_at``; few datasets carry one)."""
-    query = {"expires_at": {"$lt": now}}
-    return [d async for d in store.datasets.find(query, {"history": 0, "lineage": 0}).limit(limit)]
+async def expired(store: Store, states: frozenset[str], now: float, limit: int) -> list[dict[str, Any]]:
+    """At most ``limit`` datasets in ``states`` whose expiry date has passed: per state, an
+    equality on it and a range on ``expires_at``, as ``stale_leases``."""
+    out: list[dict[str, Any]] = []
+    for state in sorted(states):
+        query = {"state": str(state), "expires_at": {"$lt": now}}
+        found = store.datasets.find(query, {"history": 0, "lineage": 0}).limit(limit - len(out))
+        out += [d async for d in found]
+        if len(out) >= limit:
+            break
+    return out
 
 
 async def unused_leaves(store: Store, before: float, limit: int) -> list[dict[str, Any]]:
