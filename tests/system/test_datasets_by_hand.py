@@ -94,6 +94,9 @@ async def test_the_owner_deletes_a_final_output_others_get_404_and_the_timeline_
         _, missing = await bob.request(method, path.replace(leaf, "0" * 64), **kw)
         assert body["detail"] == missing["detail"].replace("0" * 64, leaf)
     assert await state_of(alice, leaf) == "LEAF"
+    for api, may in ((alice, True), (bob, False), (root, True)):
+        status, shown = await api.request("GET", f"/api/v1/datasets/{leaf}")
+        assert status == 200 and shown["canChange"] is may
     status, body = await alice.request("DELETE", f"/api/v1/datasets/{leaf}")
     assert status == 202 and body["state"] == "INVALIDATED" and body["withdrawnBy"] == "user alice", body
     await becomes(alice, leaf, "DELETED")
@@ -124,6 +127,11 @@ async def test_delete_is_refused_with_409_while_a_workflow_needs_the_dataset(sys
     assert status == 409 and body["type"] == "tag:pingo,2026:problems/dataset-needed", body
     assert "still needed" in body["detail"] and body["instance"] == f"/api/v1/datasets/{mid}"
     assert await state_of(system, mid) == "STORED"
+    # Its reader's own output is being computed: neither deleted nor invalidated meanwhile.
+    leaf = plan["actions"][1]["hash"]
+    for method, path in (("DELETE", f"/api/v1/datasets/{leaf}"), ("POST", f"/api/v1/datasets/{leaf}/invalidate")):
+        status, body = await system.request(method, path)
+        assert status == 409 and "being computed" in body["detail"], body
     status, _ = await system.request("POST", f"/api/v1/workflows/{plan['id']}/kill")
     assert status == 202
     await system.wait(plan["id"])
