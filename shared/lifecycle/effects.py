@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.events import EventType
-from shared.states import ACTION_REOPENABLE, ActionState, DatasetState, WorkflowState
+from shared.states import ACTION_REOPENABLE, DATASET_WITHDRAWABLE, ActionState, DatasetState, WorkflowState
 
 A, D, W = ActionState, DatasetState, WorkflowState
 Doc = dict[str, Any]
@@ -274,8 +274,9 @@ DATASET_EFFECTS: dict[DatasetState, tuple[Effect, ...]] = {
     # Its files were found missing or changed: it will be computed again.
     D.LOST: (Effect(events=_events(EventType.DATASET_LOST)),),
     # Withdrawn by a user (invalidated, deleted by hand, expired): announced as marked, with
-    # its reason, which also wakes the dataset managers that delete it once unclaimed.
-    D.INVALIDATED: (Effect(events=((EventType.DATASET_MARKED, _withdrawn),)),),
+    # its reason, which also wakes the dataset managers that delete it once unclaimed (not
+    # announced again when a failed deletion hands it back).
+    D.INVALIDATED: (Effect(events=((EventType.DATASET_MARKED, _withdrawn),), after=DATASET_WITHDRAWABLE),),
 }
 
 
