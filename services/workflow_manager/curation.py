@@ -9,10 +9,10 @@ not act on is not shown to exist to that route (docs/users.md).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from aiohttp import web
-from pydantic import Field, StrictBool, ValidationError
+from pydantic import BeforeValidator, Field, StrictBool, ValidationError
 
 from services.workflow_manager import auth, queries
 from services.workflow_manager.guard import error
@@ -28,13 +28,23 @@ class InvalidateQuery(queries.Query):
     descendants: bool = Field(False, description="Also every dataset computed from it, as recorded actions tell")
 
 
+# A time in a body: ISO 8601 text or Unix seconds as a number (a query parameter is always text).
+BodyTime = Annotated[
+    float,
+    BeforeValidator(queries.parse_time),
+    Field(
+        json_schema_extra={"type": ["string", "number"], "description": "ISO 8601 (UTC unless it says) or Unix seconds"}
+    ),
+]
+
+
 class DatasetPatch(View):
     """What a user may change of a dataset; a field left out is left as it is."""
 
     model_config = View.model_config | {"extra": "forbid"}
 
     pinned: StrictBool | None = Field(None, description="true: never chosen for eviction; false: an ordinary dataset")
-    expiresAt: queries.Time | None = Field(
+    expiresAt: BodyTime | None = Field(
         None,
         description="Deleted once this time has passed and nothing needs it (ISO 8601 or Unix seconds); null "
         "removes the date",
