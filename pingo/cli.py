@@ -9,6 +9,7 @@ import importlib
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -18,6 +19,7 @@ from typing import Any, NoReturn
 from pingo.client import ApiError, Client, default_url
 from pingo.display import (
     console,
+    dataset_changed,
     dataset_detail,
     datasets_view,
     dry_run_view,
@@ -246,6 +248,8 @@ async def cmd_kill(args: argparse.Namespace) -> int:
 
 
 async def cmd_datasets(args: argparse.Namespace) -> int:
+    if getattr(args, "datasets_command", None) in ("delete", "invalidate", "pin", "unpin", "expire"):
+        return await cmd_dataset_change(args)
     if getattr(args, "hash", None):
         return await cmd_dataset_show(args)
     if args.by_user:
@@ -265,26 +269,66 @@ async def cmd_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
+async def full_hash(client: Client, given: str) -> str:
+    """The hash ``given`` names: itself, or the one dataset whose hash starts with it (the
+    table shows 12 characters of a hash)."""
+    try:
+        return (await client.dataset(given))["hash"]
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        listed = (await client.datasets())["datasets"]
+        matches = [x["hash"] for x in listed if x["hash"].startswith(given)]
+        if len(matches) > 1:
+            fail(f"{given!r} is the start of {len(matches)} dataset hashes: give more of it", 1)
+        if not matches:
+            raise
+        return matches[0]
+
+
 async def cmd_dataset_show(args: argparse.Namespace) -> int:
     async with gateway(args) as client:
-        try:
-            d = await client.dataset(args.hash)
-        except ApiError as exc:
-            # The table shows 12 characters of a hash: take a prefix that names one dataset.
-            if exc.status != 404:
-                raise
-            listed = (await client.datasets())["datasets"]
-            matches = [x["hash"] for x in listed if x["hash"].startswith(args.hash)]
-            if len(matches) > 1:
-                fail(f"{args.hash!r} is the start of {len(matches)} dataset hashes: give more of it", 1)
-            if not matches:
-                raise
-            d = await client.dataset(matches[0])
+        d = await client.dataset(await full_hash(client, args.hash))
     if args.json:
         print(json.dumps(d, indent=2))
     else:
         show(console(), dataset_detail(d))
     return 0
+
+
+async def cmd_dataset_change(args: argparse.Namespace) -> int:
+    """``pingo datasets delete|invalidate|pin|unpin|expire HASH``: owner or admin only."""
+    verb = args.datasets_command
+    async with gateway(args) as client:
+        h = await full_hash(client, args.hash)
+        if verb == "delete":
+            body = await client.delete_dataset(h)
+        elif verb == "invalidate":
+            body = await client.invalidate_dataset(h, args.descendants)
+        elif verb == "expire":
+            body = await client.change_dataset(h, {"expiresAt": expiry(args.when)})
+        else:
+            body = await client.change_dataset(h, {"pinned": verb == "pin"})
+    if args.json:
+        print(json.dumps(body, indent=2))
+    else:
+        print(dataset_changed(verb, body))
+    return 0
+
+
+def expiry(when: str) -> float | str | None:
+    """``never``, a time from now (``+30m``, ``+7d``), or what the API takes (ISO 8601, Unix seconds)."""
+    if when.lower() == "never":
+        return None
+    if when.startswith("+") and when[-1:] in UNITS:
+        try:
+            return time.time() + float(when[1:-1]) * UNITS[when[-1]]
+        except ValueError:
+            fail(f"{when!r}: a time from now is +N followed by s, m, h or d (+7d)", 2)
+    return when
+
+
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 
 
 async def cmd_timeline(args: argparse.Namespace) -> int:
@@ -447,12 +491,28 @@ def parser() -> argparse.ArgumentParser:
         "--by-user", action="store_true", help="per user: datasets kept, compute time spent, time saved by reuse"
     )
     c.set_defaults(run=cmd_datasets)
-    shows = c.add_subparsers(dest="datasets_command", metavar="show HASH")
+    shows = c.add_subparsers(dest="datasets_command", metavar="{show,delete,invalidate,pin,unpin,expire} HASH")
     one = shows.add_parser("show", help="one dataset and the workflow that made it (a hash or its start)")
     one.add_argument("hash")
     # SUPPRESS: given before ``show`` (pingo datasets --json show H) they are not reset here.
     one.add_argument("--url", default=argparse.SUPPRESS, help=URL_HELP)
     one.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the raw JSON")
+    # Datasets by hand (docs/api.md): the owner of the workflow that made it, or an admin.
+    for verb, text in (
+        ("delete", "delete a dataset, a final output too: refused while a workflow still needs it"),
+        ("invalidate", "never reuse it again: its next use computes it; its files go once nothing needs them"),
+        ("pin", "never choose it for eviction"),
+        ("unpin", "an ordinary dataset again"),
+        ("expire", "delete it once WHEN has passed and nothing needs it"),
+    ):
+        one = shows.add_parser(verb, help=text)
+        one.add_argument("hash", help="a hash, or its start")
+        if verb == "invalidate":
+            one.add_argument("--descendants", action="store_true", help="and every dataset computed from it")
+        if verb == "expire":
+            one.add_argument("when", help="ISO 8601 time, Unix seconds, +N[smhd] from now, or never")
+        one.add_argument("--url", default=argparse.SUPPRESS, help=URL_HELP)
+        one.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the raw JSON")
     c = client_cmd("timeline", "a workflow's transitions in time order")
     c.add_argument("id")
     c.set_defaults(run=cmd_timeline)

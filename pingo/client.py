@@ -233,6 +233,17 @@ class Client:
     async def dataset(self, hash_: str) -> dict[str, Any]:
         return await self.call("GET", f"/api/v1/datasets/{hash_}")
 
+    async def delete_dataset(self, hash_: str) -> dict[str, Any]:
+        return await self.call("DELETE", f"/api/v1/datasets/{hash_}")
+
+    async def invalidate_dataset(self, hash_: str, descendants: bool = False) -> dict[str, Any]:
+        params = {"descendants": "true"} if descendants else None
+        return await self.call("POST", f"/api/v1/datasets/{hash_}/invalidate", params=params)
+
+    async def change_dataset(self, hash_: str, change: dict[str, Any]) -> dict[str, Any]:
+        """``change``: ``{"pinned": bool}`` and/or ``{"expiresAt": time or None}``."""
+        return await self.call("PATCH", f"/api/v1/datasets/{hash_}", json=change)
+
     async def logs(
         self,
         action_id: str,

@@ -471,6 +471,8 @@ def datasets_view(body: dict[str, Any]) -> RenderableType:
     usage.append("█" * filled, style="green")
     usage.append("░" * (BAR_WIDTH - filled), style="dim")
     usage.append(f" {human(stored)} of {human(cap)} (decision at {body['threshold']:.0%})")
+    if (used := body.get("usedBytes")) is not None:
+        usage.append(f"\nall datasets held {human(used)} of {human(cap)} (final outputs and deletions under way too)")
     by_state = TextTable.grid(padding=(0, 2))
     by_state.add_column(no_wrap=True)
     by_state.add_column(justify="right", no_wrap=True)
@@ -544,6 +546,25 @@ def _action_link(a: dict[str, Any]) -> str:
 
 
 @escaping
+def dataset_changed(verb: str, body: dict[str, Any]) -> str:
+    """One line after ``pingo datasets delete|invalidate|pin|unpin|expire``."""
+    d = body.get("dataset", body)  # an invalidation answers the dataset inside
+    line = f"{d['hash'][:12]} {d['state']}"
+    if verb == "invalidate":
+        more = [h[:12] for h in body.get("invalidated", []) if h != d["hash"]]
+        line += f"; its next use computes it again{' (and ' + ', '.join(more) + ')' if more else ''}"
+        skipped = body.get("skipped") or {}
+        line += "".join(f"; {h[:12]} left: {why}" for h, why in skipped.items())
+    elif verb == "delete":
+        line += "; its files are deleted" if d["state"] != "DELETED" else "; already deleted"
+    elif verb in ("pin", "unpin"):
+        line += "; pinned: never evicted" if d.get("pinned") else "; not pinned"
+    else:
+        at = d.get("expiresAt")
+        line += f"; expires {stamp(at)}" if at is not None else "; no expiry"
+    return line
+
+
 def dataset_detail(d: dict[str, Any]) -> RenderableType:
     """``pingo datasets show``: one dataset, where it came from and what used it, and the
     command that shows the workflow which made it."""
@@ -563,6 +584,12 @@ def dataset_detail(d: dict[str, Any]) -> RenderableType:
     )
     facts.add_row("used", f"{d.get('useCount', 0)} time(s), last {stamp(d.get('lastUsedAt'))}")
     facts.add_row("created, committed", f"{stamp(d.get('createdAt'))}, {stamp(d.get('committedAt'))}")
+    if d.get("pinned") or d.get("expiresAt") is not None:
+        kept = ["pinned (never evicted)"] if d.get("pinned") else []
+        kept += [f"expires {stamp(d['expiresAt'])}"] if d.get("expiresAt") is not None else []
+        facts.add_row("kept", ", ".join(kept))
+    if d.get("withdrawnBy"):
+        facts.add_row("withdrawn by", str(d["withdrawnBy"]))
     if d.get("claims"):
         facts.add_row("claimed by", ", ".join(d["claims"]))
     if (producer := d.get("producer")) and isinstance(producer, dict):

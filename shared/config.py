@@ -278,6 +278,19 @@ class Settings(BaseSettings):
         "a job, before recording it (the crash window that external-id lookups close).",
     )
     orphan_sweep_interval: float = Field(300.0, description="Removal of unowned files under the managed root, seconds.")
+    expiry_interval: float = Field(
+        60.0,
+        gt=0,
+        description="Expiry sweep of the dataset manager: datasets past their expiresAt, nothing needing them, are "
+        "deleted; the retention of final outputs is applied, seconds.",
+    )
+    leaf_retention_days: float = Field(
+        0.0,
+        ge=0,
+        description="Retention of final outputs: a LEAF dataset unused for this many days (and not pinned) becomes "
+        "an ordinary STORED dataset, counted against the capacity and evictable; 0 (the default) keeps leaves "
+        "forever.",
+    )
     verify_reuse: Literal["none", "exists", "size", "checksum"] = Field(
         "size",
         description="What is checked of a stored dataset before it is reused, and by the reconcile sweep: none "

@@ -164,7 +164,10 @@ class DatasetMarked(Payload):
     path: str | None
     size: int | None
     algorithm: str | None = Field(description="The eviction algorithm that chose it (PINGO_ALGORITHM).")
-    reason: str = Field(description="over_threshold: managed storage was past its threshold.")
+    reason: str = Field(
+        description="over_threshold: managed storage was past its threshold; deleted, invalidated or expired: "
+        'a user withdrew it (docs/api.md, "Datasets by hand"), deleted once nothing needs it.'
+    )
     rank: int | None = Field(description="Its place in the algorithm's choice of this round, 1 first.")
     usage_bytes: int | None = Field(description="Managed storage in use when it was chosen.")
     capacity_bytes: int | None

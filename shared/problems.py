@@ -34,6 +34,7 @@ IDEMPOTENCY_KEY_INVALID = _TAG + "idempotency-key-invalid"
 IDEMPOTENCY_KEY_REUSED = _TAG + "idempotency-key-reused"
 IDEMPOTENCY_IN_FLIGHT = _TAG + "idempotency-key-in-flight"
 SHARED_COMPUTATION = _TAG + "shared-computation"
+DATASET_NEEDED = _TAG + "dataset-needed"
 
 
 class ProblemViolation(BaseModel):
@@ -110,6 +111,7 @@ TITLES = {
     IDEMPOTENCY_KEY_REUSED: "The Idempotency-Key was used for another request",
     IDEMPOTENCY_IN_FLIGHT: "A request with this Idempotency-Key is in progress",
     SHARED_COMPUTATION: "The job is another user's",
+    DATASET_NEEDED: "A workflow still needs the dataset",
 }
 
 

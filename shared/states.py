@@ -44,6 +44,10 @@ class DatasetState(StrEnum):
     DELETED = "DELETED"
     # Its files were found missing or changed behind Pingo's back: computed again when needed.
     LOST = "LOST"
+    # Withdrawn by a user (invalidated, deleted by hand, expired): never reused; computed
+    # again when needed, its files deleted once nothing claims it (docs/state-machines.md,
+    # "Datasets by hand").
+    INVALIDATED = "INVALIDATED"
 
 
 class WorkflowState(StrEnum):
@@ -103,24 +107,39 @@ DATASET_TRANSITIONS: dict[DatasetState, frozenset[DatasetState]] = {
     D.TO_STORE: frozenset({D.TO_LEAF, D.STORED, D.LEAF, D.DELETED}),
     D.TO_LEAF: frozenset({D.LEAF, D.DELETED}),
     # STORED -> STORED re-records size/time after a forced recomputation.
-    D.STORED: frozenset({D.STORED, D.LEAF, D.STORED_TO_DELETE, D.LOST}),
-    # A leaf is never deleted by Pingo; its files may still be lost.
-    D.LEAF: frozenset({D.LEAF, D.LOST}),
+    D.STORED: frozenset({D.STORED, D.LEAF, D.STORED_TO_DELETE, D.LOST, D.INVALIDATED}),
+    # A leaf is never deleted by Pingo's own choice; its files may still be lost, a user
+    # may withdraw it (INVALIDATED), and the retention policy, when on, makes an unused
+    # one an ordinary STORED candidate (DATASET_BY_POLICY).
+    D.LEAF: frozenset({D.LEAF, D.LOST, D.INVALIDATED, D.STORED}),
     # A marked dataset whose file is still whole can be taken back by a planner that
     # wants it (revive), instead of being deleted and computed again.
-    D.STORED_TO_DELETE: frozenset({D.PROCESSING, D.STORED, D.LEAF, D.LOST}),
+    D.STORED_TO_DELETE: frozenset({D.PROCESSING, D.STORED, D.LEAF, D.LOST, D.INVALIDATED}),
     D.PROCESSING: frozenset({D.PROCESSING, D.DELETING, D.STORED_TO_DELETE, D.STORED, D.LEAF}),
-    D.DELETING: frozenset({D.DELETING, D.DELETED, D.STORED_TO_DELETE}),
+    # DELETING -> INVALIDATED: removing a withdrawn dataset's files failed; tried again later.
+    D.DELETING: frozenset({D.DELETING, D.DELETED, D.STORED_TO_DELETE, D.INVALIDATED}),
     D.DELETED: frozenset({D.TO_STORE, D.TO_LEAF, D.STORED, D.LEAF}),
     D.LOST: frozenset({D.TO_STORE, D.TO_LEAF}),
+    # Computed again by a planner (its commit replaces the old files), or, once nothing
+    # claims it, taken straight to DELETING by a dataset manager: never through
+    # STORED_TO_DELETE or PROCESSING, which a planner may revive.
+    D.INVALIDATED: frozenset({D.TO_STORE, D.TO_LEAF, D.DELETING}),
 }
+# Moves only a user makes, through the API (owner or admin): withdrawing a dataset
+# (invalidate, delete; an expiry date they set is applied by the dataset manager).
+DATASET_BY_HAND = frozenset({(D.STORED, D.INVALIDATED), (D.LEAF, D.INVALIDATED), (D.STORED_TO_DELETE, D.INVALIDATED)})
+# Moves of a policy that is off by default: the retention of final outputs
+# (PINGO_LEAF_RETENTION_DAYS) makes a leaf unused for that long an ordinary STORED dataset.
+DATASET_BY_POLICY = frozenset({(D.LEAF, D.STORED)})
+# What a user may withdraw: its files are whole and no producer is writing them.
+DATASET_WITHDRAWABLE = frozenset(s for s, t in DATASET_BY_HAND)
 DATASET_INITIAL = frozenset({D.TO_STORE, D.TO_LEAF})
 # Datasets whose file is whole and may be read by a new workflow.
 DATASET_REUSABLE = frozenset({D.STORED, D.LEAF, D.STORED_TO_DELETE, D.PROCESSING})
 # Being computed by a live attempt: a new claimant may follow the computation.
 DATASET_IN_FLIGHT = frozenset({D.TO_STORE, D.TO_LEAF})
 # What holds bytes in storage: committed and not deleted yet.
-DATASET_HELD = (D.STORED, D.LEAF, D.STORED_TO_DELETE, D.PROCESSING, D.DELETING)
+DATASET_HELD = (D.STORED, D.LEAF, D.STORED_TO_DELETE, D.PROCESSING, D.DELETING, D.INVALIDATED)
 # Its files are being deleted right now: a new output is committed after they are gone.
 DATASET_BEING_DELETED = frozenset({D.PROCESSING, D.DELETING})
 

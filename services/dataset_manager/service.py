@@ -14,6 +14,7 @@ import uuid
 from typing import Any
 
 from shared.events import Event, EventType
+from shared.lifecycle.curating import Curator
 from shared.lifecycle.deleting import Deleter
 from shared.lifecycle.reconciling import reconcile, sweep_orphans
 from shared.runtime import Context
@@ -44,12 +45,15 @@ class DatasetManager:
         )  # fmt: skip
         self.sweep_ticker = Ticker(self.settings.orphan_sweep_interval)
         self.reconcile_ticker = Ticker(self.settings.reconcile_interval)
+        self.curator = Curator(ctx.store, self.mover)
+        self.expiry_ticker = Ticker(self.settings.expiry_interval)
         self.tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
         self.tasks += self.work.start()
         self.tasks.append(asyncio.create_task(forever("orphan sweep", self.sweep, self.sweep_ticker)))
         self.tasks.append(asyncio.create_task(forever("reconcile sweep", self.reconcile, self.reconcile_ticker)))
+        self.tasks.append(asyncio.create_task(forever("expiry sweep", self.expire, self.expiry_ticker)))
         # Subscribed last: the loops run on their timers even while the broker is away
         # (events only wake them sooner).
         await self.ctx.bus.subscribe(
@@ -67,6 +71,13 @@ class DatasetManager:
 
     async def sweep(self) -> bool:
         await sweep_orphans(self.ctx.store, self.ctx.storage, self.settings.stale_after)
+        return False
+
+    async def expire(self) -> bool:
+        """Expiry dates and the retention of final outputs (``shared.lifecycle.curating``);
+        what it withdraws the scraper deletes."""
+        if await self.curator.sweep(self.name, self.settings.leaf_retention_days * 86_400):
+            self.work.poke()
         return False
 
     async def reconcile(self) -> bool:

@@ -125,7 +125,7 @@ class DecisionService:
                 D.STORED_TO_DELETE,
                 by=self.name,
                 sources=[D.STORED],
-                where={"claims": {"$size": 0}},
+                where={"claims": {"$size": 0}, **ds.NOT_PINNED},  # pinned by a user since it was read
                 set={"marked_by": self.algorithm.name, "mark": mark},
                 note=self.algorithm.name,
             )

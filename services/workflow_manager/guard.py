@@ -193,7 +193,7 @@ class Guard:
             return web.Response(
                 status=204,
                 headers={
-                    "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+                    "Access-Control-Allow-Methods": "GET, POST, PATCH, DELETE, OPTIONS",
                     "Access-Control-Allow-Headers": "Content-Type, Idempotency-Key",
                     "Access-Control-Max-Age": "600",
                 },

@@ -68,6 +68,7 @@ def _components() -> tuple[dict[tuple[type[BaseModel], str], dict[str, Any]], di
     ]  # fmt: skip
     pairs = [(m, "serialization") for m in dict.fromkeys([*models, Problem, Event, *payload_models()])]
     pairs.append((WorkflowDefinition, "validation"))
+    pairs += [(op.body, "validation") for op in ROUTES if isinstance(op.body, type)]
     refs, top = models_json_schema(pairs, ref_template=REF)  # type: ignore[arg-type]
     schemas = top.get("$defs", {})
     schemas["Event"]["allOf"] = payload_narrowing(REF)  # each type's payload (shared/events.py)
@@ -154,7 +155,7 @@ def document() -> dict[str, Any]:
         if params := _parameters(op, schemas):
             operation["parameters"] = params
         if op.body:
-            body_schema = refs[(WorkflowDefinition, "validation")]
+            body_schema = refs[(op.body if isinstance(op.body, type) else WorkflowDefinition, "validation")]
             operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body_schema}}}
         paths.setdefault(op.path, {})[op.method] = operation
     return {

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 
-from services.workflow_manager import dry_run, queries, views
+from services.workflow_manager import curation, dry_run, queries, views
 from shared.runtime import health
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -36,13 +36,15 @@ class Route:
     errors: dict[int, str] = field(default_factory=dict)
     query: type[queries.Query] | None = None
     path_params: tuple[tuple[str, str], ...] = ()
-    body: bool = False
+    # True: a workflow (WorkflowDefinition); a model: a body of that model.
+    body: bool | type[BaseModel] = False
     headers: dict[int, dict[str, str]] = field(default_factory=dict)
     media_type: str = "application/json"
     header_params: tuple[tuple[str, str, dict[str, Any]], ...] = ()  # name, description, schema
 
 
 WF_ID = (("id", "The workflow's id (wf-...)"),)
+HASH = (("hash", "The dataset's lineage hash"),)
 EVENT_SCHEMA = {"type": "object", "description": "A JSON Schema (draft 2020-12) of the event envelope"}
 # An action's log: text/plain, the bytes as its job wrote them (not necessarily UTF-8).
 ACTION_LOG = {
@@ -118,7 +120,32 @@ ROUTES: tuple[Route, ...] = (
         "get", f"{API}/datasets/{{hash}}", "get_dataset", "getDataset",
         "A dataset with its lineage, producer, consumers and history",
         ok={200: (views.DatasetDetail, "The dataset")}, errors={404: "No such dataset"},
-        path_params=(("hash", "The dataset's lineage hash"),),
+        path_params=HASH,
+    ),
+    Route(
+        "delete", f"{API}/datasets/{{hash}}", "delete_dataset", "deleteDataset",
+        "Delete a dataset (a final output too): it is never reused again and its files go at once",
+        ok={202: (views.Dataset, "Withdrawn (INVALIDATED); a dataset manager deletes its files")},
+        errors={404: "No such dataset, or not yours (owner or admin only)",
+                409: "A workflow still needs it (it claims or computes it): delete it once they end"},
+        path_params=HASH,
+    ),
+    Route(
+        "post", f"{API}/datasets/{{hash}}/invalidate", "invalidate_dataset", "invalidateDataset",
+        "Invalidate a dataset: its next use computes it again; its files go once nothing needs them",
+        ok={200: (curation.Invalidation, "Withdrawn from reuse")},
+        errors={400: "Bad query parameters; every one listed",
+                404: "No such dataset, or not yours (owner or admin only)",
+                409: "It is being computed: invalidate it once it is stored"},
+        query=curation.InvalidateQuery, path_params=HASH,
+    ),
+    Route(
+        "patch", f"{API}/datasets/{{hash}}", "patch_dataset", "patchDataset",
+        "Pin or unpin a dataset, or set or remove its expiry date",
+        ok={200: (views.Dataset, "The dataset as changed")},
+        errors={400: "Malformed JSON", 404: "No such dataset, or not yours (owner or admin only)",
+                422: "A field that is not pinned or expiresAt, or a value of the wrong type"},
+        path_params=HASH, body=curation.DatasetPatch,
     ),
     Route(
         "get", f"{API}/history/stats", "history_stats", "getHistoryStats", "Usage statistics per time bucket",

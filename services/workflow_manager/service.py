@@ -10,7 +10,18 @@ from typing import Any
 
 from aiohttp import web
 
-from services.workflow_manager import action_logs, auth, guard, idempotency, openapi, provenance, queries, sharing, ui
+from services.workflow_manager import (
+    action_logs,
+    auth,
+    curation,
+    guard,
+    idempotency,
+    openapi,
+    provenance,
+    queries,
+    sharing,
+    ui,
+)
 from services.workflow_manager.dry_run import SubmitQuery, dry_run
 from services.workflow_manager.guard import error
 from services.workflow_manager.routes import definitions
@@ -33,11 +44,12 @@ from services.workflow_manager.views import (
 )
 from shared import strict_json
 from shared.connections import CappedRunner
+from shared.lifecycle.curating import Curator
 from shared.lifecycle.repairing import PlanningSweep
 from shared.lifecycle.submitting import PlanningLost, Submitter, new_workflow_id
 from shared.problems import ALREADY_ENDED, INVALID_WORKFLOW, MALFORMED_BODY, PLANNING_ABANDONED
 from shared.runtime import Context
-from shared.states import ActionState, WorkflowState
+from shared.states import DATASET_HELD, ActionState, WorkflowState
 from shared.store import actions as acts
 from shared.store import datasets as ds
 from shared.store import inputs as seen_inputs
@@ -72,6 +84,7 @@ class WorkflowManager:
         self.settings = ctx.settings
         self.outcomes = ctx.outcomes(BY)
         self.submitter = Submitter(ctx.store, ctx.storage, self.outcomes.mover, ctx.settings)
+        self.curator = Curator(ctx.store, self.outcomes.mover)  # datasets by hand
         self.planning_sweep = PlanningSweep(ctx.store, self.submitter, ctx.settings.stale_after)
         self.runner: web.AppRunner | None = None
         self.tasks: list[asyncio.Task] = []
@@ -306,7 +319,13 @@ class WorkflowManager:
             threshold=self.settings.threshold,
             managedRootBytes=usage,
             bytesByState=by_state,
-            datasets=[redacted(dataset_view(d, names, action_names), visible) for d in page],
+            usedBytes=sum(by_state.get(str(s), 0) for s in DATASET_HELD),
+            datasets=[
+                redacted(dataset_view(d, names, action_names), visible).model_copy(
+                    update={"canChange": who.sees(d.owner)}
+                )
+                for d in page
+            ],
             next=cursor,
         )
         return answer(view)
@@ -338,4 +357,14 @@ class WorkflowManager:
             return error(404, f"no dataset {h!r}")
         caller = auth.identity(request)
         detail = await provenance.detail(self.ctx.store, d, caller.sees)
+        detail.canChange = caller.sees(d.owner)
         return answer(await sharing.for_caller(self.ctx.store, detail, caller))  # its history's notes too
+
+    async def delete_dataset(self, request: web.Request) -> web.Response:
+        return await curation.delete(self.ctx, self.curator, request)
+
+    async def invalidate_dataset(self, request: web.Request) -> web.Response:
+        return await curation.invalidate(self.ctx, self.curator, request)
+
+    async def patch_dataset(self, request: web.Request) -> web.Response:
+        return await curation.patch(self.ctx, self.curator, request)

@@ -280,6 +280,16 @@ class Dataset(View):
     lastUsedAt: float | None
     createdAt: float | None
     updatedAt: float | None
+    pinned: bool = Field(False, description="Pinned by a user: never chosen for eviction")
+    expiresAt: float | None = Field(None, description="Deleted once this time has passed and nothing needs it")
+    withdrawnBy: str | None = Field(
+        None, description="INVALIDATED: who withdrew it (user <name>, or dataset_manager for an expiry)"
+    )
+    canChange: bool = Field(
+        False,
+        description="Whether the caller may delete, invalidate, pin or expire it: the owner of the workflow "
+        'that committed it, or an admin (docs/api.md, "Datasets by hand")',
+    )
     href: str
 
 
@@ -311,6 +321,9 @@ def dataset_view(
         lastUsedAt=d.last_used_at,
         createdAt=d.created_at,
         updatedAt=d.updated_at,
+        pinned=d.pinned,
+        expiresAt=d.expires_at,
+        withdrawnBy=(d.withdrawn or {}).get("by") if d.state == DatasetState.INVALIDATED else None,
         href=f"/api/v1/datasets/{d.id}",
     )
 
@@ -347,6 +360,11 @@ class DatasetList(View):
     threshold: float
     managedRootBytes: int | None = Field(description="What the storage says is under the managed root")
     bytesByState: dict[str, int] = Field(description="Size of every dataset, in each state (not only this page's)")
+    usedBytes: int = Field(
+        0,
+        description="Bytes held in storage, shown against capacityBytes: STORED, LEAF (final outputs), those "
+        "marked or being deleted and those withdrawn but not yet deleted",
+    )
     byUser: list[UserUsage] | None = Field(None, description="With ?byUser=true: per user, biggest first")
     datasets: list[Dataset] = Field(description="Most recently changed first")
     next: str | None = Field(description="Cursor of the next page (pass it as ?cursor=); null on the last page")

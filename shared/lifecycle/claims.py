@@ -63,6 +63,10 @@ def meaning(doc: dict[str, Any] | None, lineage: dict[str, Any] | None = None) -
         if lineage is not None and not ds.lineage_matches(doc, lineage):
             return Meaning(Claim.COMPUTE, COLLISION, collision=True)
         return Meaning(Claim.FOLLOW, busy)
+    if state == D.INVALIDATED:  # a user withdrew it (docs/api.md, "Datasets by hand")
+        withdrawn = doc.get("withdrawn") or {}
+        return Meaning(Claim.COMPUTE, f"its dataset was {withdrawn.get('reason') or 'invalidated'} by "
+                       f"{withdrawn.get('by') or 'a user'}")  # fmt: skip
     return Meaning(Claim.LOST if state == D.LOST else Claim.COMPUTE, busy)
 
 

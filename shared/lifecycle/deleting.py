@@ -8,6 +8,11 @@ claim is never moved past STORED_TO_DELETE: both guarded writes require ``claims
 empty, so a workflow that claims the dataset in between wins and the deletion is
 dropped. A lease older than ``stale_after`` (its manager died) is taken again by any
 manager; a stale DELETING is taken over as DELETING, since deleting again is harmless.
+
+A dataset a user withdrew (INVALIDATED: invalidated, deleted by hand or expired,
+``shared.lifecycle.curating``) goes straight to DELETING once nothing claims or computes
+it, never through STORED_TO_DELETE or PROCESSING, which a planner may revive; a deletion
+of it that fails hands it back to INVALIDATED.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ class Deleter:
         stale = time.time() - self.stale_after
         fields = {"state": 1, "lease_at": 1}
         found = await ds.marked_unclaimed(self.store, limit, fields)
+        if len(found) < limit:
+            found += await ds.withdrawn_unclaimed(self.store, limit - len(found), fields)
         # One equality on state per query: index-served on every store we run on ($in is not on nx-27017).
         # A lease turns stale only after stale_after: looked for once per scrape interval, not
         # on every finished action that wakes the scraper (docs/architecture.md, "Query forms").
@@ -59,12 +66,18 @@ class Deleter:
         lease = {"lease_owner": self.owner, "lease_at": time.time()}
         for d in found:
             state = d["state"]
-            # A stale DELETING is taken over as DELETING: deleting again is harmless.
-            target = D.DELETING if state == D.DELETING else D.PROCESSING
-            where = UNCLAIMED if state == D.STORED_TO_DELETE else {"lease_at": d["lease_at"]}
+            # A stale DELETING is taken over as DELETING: deleting again is harmless; a
+            # withdrawn one is deleted at once (nothing may revive it).
+            target = D.DELETING if state in (D.DELETING, D.INVALIDATED) else D.PROCESSING
+            if state == D.STORED_TO_DELETE:
+                where = UNCLAIMED
+            elif state == D.INVALIDATED:
+                where = {**UNCLAIMED, "producers": {"$size": 0}}
+            else:
+                where = {"lease_at": d["lease_at"]}
             res = await self.mover.dataset(
                 d["_id"], target, by=self.owner, sources=[state], where=where, set=lease,
-                note=None if state == D.STORED_TO_DELETE else "stale lease taken over",
+                note=None if state in (D.STORED_TO_DELETE, D.INVALIDATED) else "stale lease taken over",
             )  # fmt: skip
             if res is not None:
                 taken.append(res)
@@ -84,9 +97,10 @@ class Deleter:
         try:
             await self.storage.delete(d["path"])
         except Exception as exc:
-            log.warning("could not delete %s: %s; back to STORED_TO_DELETE", d["path"], exc)
+            back = D.INVALIDATED if d.get("withdrawn") else D.STORED_TO_DELETE
+            log.warning("could not delete %s: %s; back to %s", d["path"], exc, back)
             await self.mover.dataset(
-                d["_id"], D.STORED_TO_DELETE, by=self.owner, sources=[D.DELETING], where={"lease_owner": self.owner},
+                d["_id"], back, by=self.owner, sources=[D.DELETING], where={"lease_owner": self.owner},
                 note=str(exc),
             )  # fmt: skip
             return

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.events import EventType
-from shared.states import ACTION_REOPENABLE, ActionState, DatasetState, WorkflowState
+from shared.states import ACTION_REOPENABLE, DATASET_WITHDRAWABLE, ActionState, DatasetState, WorkflowState
 
 A, D, W = ActionState, DatasetState, WorkflowState
 Doc = dict[str, Any]
@@ -135,6 +135,15 @@ def _marked(d: Doc) -> dict[str, Any]:
         "reason": mark.get("reason") or "over_threshold", "rank": mark.get("rank"),
         "usage_bytes": mark.get("usage_bytes"), "capacity_bytes": mark.get("capacity_bytes"),
         "to_free_bytes": mark.get("to_free_bytes"),
+    }  # fmt: skip
+
+
+def _withdrawn(d: Doc) -> dict[str, Any]:
+    """A user withdrew it (docs/api.md, "Datasets by hand"): marked for deletion by hand."""
+    return {
+        "path": d.get("path"), "size": d.get("size"), "algorithm": None,
+        "reason": (d.get("withdrawn") or {}).get("reason") or "invalidated", "rank": None, "usage_bytes": None,
+        "capacity_bytes": None, "to_free_bytes": None,
     }  # fmt: skip
 
 
@@ -264,6 +273,10 @@ DATASET_EFFECTS: dict[DatasetState, tuple[Effect, ...]] = {
     ),
     # Its files were found missing or changed: it will be computed again.
     D.LOST: (Effect(events=_events(EventType.DATASET_LOST)),),
+    # Withdrawn by a user (invalidated, deleted by hand, expired): announced as marked, with
+    # its reason, which also wakes the dataset managers that delete it once unclaimed (not
+    # announced again when a failed deletion hands it back).
+    D.INVALIDATED: (Effect(events=((EventType.DATASET_MARKED, _withdrawn),), after=DATASET_WITHDRAWABLE),),
 }
 
 

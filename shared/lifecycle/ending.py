@@ -155,9 +155,13 @@ class Outcomes:
             log.warning("%s: made from input(s) that changed while it ran: %s", action["_id"], changed)
         try:
             # An unmanaged output is the user's latest result, never a kept dataset: always replaced;
-            # so is one made from an input that changed while it was computed.
+            # so is one made from an input that changed while it was computed, and so are the
+            # files of a dataset a user withdrew (invalidated) that were not deleted yet.
             replace = (
-                bool(action.get("force")) or not action.get("managed") or bool((current or {}).get("input_changed"))
+                bool(action.get("force"))
+                or not action.get("managed")
+                or bool((current or {}).get("input_changed"))
+                or bool((current or {}).get("withdrawn"))
             )
             await self.storage.commit(attempt, final, replace=replace, user=action.get("owner"))
         except FileNotFoundError as exc:

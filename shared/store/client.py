@@ -25,6 +25,9 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
         ([("state", ASCENDING)], {}),
         ([("state", ASCENDING), ("updated_at", ASCENDING)], {}),
         ([("updated_at", ASCENDING)], {}),  # GET /api/v1/datasets, most recently changed first
+        # The expiry and retention sweeps of the dataset manager (docs/api.md, "Datasets by hand").
+        ([("state", ASCENDING), ("expires_at", ASCENDING)], {}),
+        ([("state", ASCENDING), ("last_used_at", ASCENDING)], {}),
     ],
     "actions": [
         # scraper (READY / stale PROCESSING), poller (SUBMITTED/RUNNING due), settle, window.

@@ -162,9 +162,59 @@ async def stored_bytes(store: Store) -> int:
     return int(rows[0]["bytes"] or 0) if rows else 0
 
 
+# A guard that a user has not pinned the dataset (docs/api.md, "Datasets by hand").
+NOT_PINNED = {"pinned": {"$ne": True}}
+
+
 async def deletable(store: Store) -> list[dict[str, Any]]:
-    """STORED datasets no action claims: what an eviction algorithm may choose from."""
-    return [d async for d in store.datasets.find({"state": str(D.STORED), "claims": {"$size": 0}}, {"history": 0})]
+    """STORED datasets no action claims and no user pinned: what an eviction algorithm
+    may choose from (pinned is read here, not queried: nx-27017 serves one equality)."""
+    found = store.datasets.find({"state": str(D.STORED), "claims": {"$size": 0}}, {"history": 0})
+    return [d async for d in found if not d.get("pinned")]
+
+
+async def annotate(
+    store: Store, h: str, state: str, by: str, note: str, set: dict[str, Any] | None = None,
+    unset: list[str] | None = None,
+) -> dict[str, Any] | None:  # fmt: skip
+    """Record a user's change that is no move (pinning, an expiry date) in the history,
+    as an entry of the state it stays in, guarded by that state: None if it moved since."""
+    now = time.time()
+    update: dict[str, Any] = {
+        "$set": {"updated_at": now, **(set or {})},
+        "$push": {"history": history_entry(state, by, note, at=now)},
+    }
+    if unset:
+        update["$unset"] = dict.fromkeys(unset, "")
+    res = await store.datasets.find_one_and_update({"_id": h, "state": str(state)}, update,
+                                                   return_document=ReturnDocument.AFTER)  # fmt: skip
+    return decode(res)
+
+
+async def withdrawn_unclaimed(store: Store, limit: int, fields: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """At most ``limit`` INVALIDATED datasets nothing claims or computes: their files go."""
+    query = {"state": str(D.INVALIDATED), "claims": {"$size": 0}, "producers": {"$size": 0}}
+    return [d async for d in store.datasets.find(query, fields).limit(limit)]
+
+
+async def expired(store: Store, states: frozenset[str], now: float, limit: int) -> list[dict[str, Any]]:
+    """At most ``limit`` datasets in ``states`` whose expiry date has passed: per state, an
+    equality on it and a range on ``expires_at``, as ``stale_leases``."""
+    out: list[dict[str, Any]] = []
+    for state in sorted(states):
+        query = {"state": str(state), "expires_at": {"$lt": now}}
+        found = store.datasets.find(query, {"history": 0, "lineage": 0}).limit(limit - len(out))
+        out += [d async for d in found]
+        if len(out) >= limit:
+            break
+    return out
+
+
+async def unused_leaves(store: Store, before: float, limit: int) -> list[dict[str, Any]]:
+    """At most ``limit`` LEAF datasets last used before ``before`` (the retention policy):
+    an equality on state and a range on ``last_used_at``, as ``stale_leases``."""
+    query = {"state": str(D.LEAF), "last_used_at": {"$lt": before}}
+    return [d async for d in store.datasets.find(query, {"history": 0, "lineage": 0}).limit(limit)]
 
 
 async def marked_unclaimed(store: Store, limit: int, fields: dict[str, int] | None = None) -> list[dict[str, Any]]:
@@ -307,7 +357,7 @@ async def prepare_compute(
                 continue
         state = doc["state"]
         common = {"set": {"last_used_at": now}, "add_to_set": {"producers": [producer], "claims": claimants}, "by": by}
-        if state in (D.DELETED, D.LOST):
+        if state in (D.DELETED, D.LOST, D.INVALIDATED):
             res = await transition(store.datasets, DATASET_TRANSITIONS, h, to, sources=[state], **common)
         elif state == D.TO_STORE and leaf:
             res = await transition(store.datasets, DATASET_TRANSITIONS, h, D.TO_LEAF, sources=[state], **common)
@@ -363,6 +413,7 @@ async def record_output(
     }  # fmt: skip
     update: dict[str, Any] = {
         "set": committed,
+        "unset": ["withdrawn"],  # what lies at the path now is this commit's, not the withdrawn one
         "pull": {"producers": [producer]},
         "inc": {"compute_seconds_total": seconds, "compute_count": 1} if counted else None,
     }

@@ -113,6 +113,9 @@ class DatasetRecord(_History):
     updated_at: float | None = None
     lineage: dict[str, Any] | None = None  # {definition, parents}, as hashed
     input_changed: bool | None = None  # an external input changed while it was computed
+    pinned: bool = False  # by a user: never chosen for eviction
+    expires_at: float | None = None  # deleted once past, when nothing needs it
+    withdrawn: dict[str, Any] | None = None  # INVALIDATED by hand or by expiry: {by, at, ...}
     stored_history: list[Any] | None = None  # as stored: read it as ``history``
 
     @classmethod
@@ -123,7 +126,8 @@ class DatasetRecord(_History):
             doc["_id"], get("state"), get("path"), get("size"), get("files"), get("checksum"), get("committed_at"),
             get("compute_seconds_total") or 0.0, int(get("compute_count") or 0), get("use_count", 0),
             get("claims", []), get("producers", []), get("produced_by"), get("owner"), get("last_used_at"),
-            get("created_at"), get("updated_at"), get("lineage"), get("input_changed"), get("history"),
+            get("created_at"), get("updated_at"), get("lineage"), get("input_changed"),
+            get("pinned", False), get("expires_at"), get("withdrawn"), get("history"),
         )  # fmt: skip
 
     @property

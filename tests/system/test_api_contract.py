@@ -148,6 +148,13 @@ async def test_every_answer_matches_its_documented_schema(system: Api, contract:
     host = {"Host": f"evil.example:{system.settings.port}"}
     assert (await c.check(system, "GET", "/api/v1/datasets", headers=host))[0] == 400
     assert (await c.check(system, "GET", "/api/v1/datasets", headers={"Origin": "http://evil.example"}))[0] == 403
+    # Datasets by hand (the leaf, so that nothing above reads the first one again).
+    leaf = plan["actions"][1]["hash"]
+    assert (await c.check(system, "PATCH", f"/api/v1/datasets/{leaf}", json={"pinned": True}))[0] == 200
+    assert (await c.check(system, "PATCH", f"/api/v1/datasets/{leaf}", json={"pinned": 1}))[0] == 422
+    assert (await c.check(system, "POST", f"/api/v1/datasets/{leaf}/invalidate?descendants=true"))[0] == 200
+    assert (await c.check(system, "DELETE", f"/api/v1/datasets/{leaf}"))[0] == 202
+    assert (await c.check(system, "DELETE", "/api/v1/datasets/nope"))[0] == 404
     # Every success each operation documents has been seen for real.
     documented_ok = {
         (p, m, s) for p, ops in c.doc["paths"].items() for m, op in ops.items() for s in op["responses"] if s < "400"

@@ -416,3 +416,32 @@ def test_datasets_by_user_reads_the_same_figures_as_the_history_page(dev) -> Non
     table = cli("datasets", "--by-user").stdout.splitlines()
     assert table[1].split()[:2] == ["(no", "user)"], table
     assert duration(mine["computeSeconds"]) in table[1] and duration(mine["savedSeconds"]) in table[1], table
+
+
+def test_datasets_by_hand_pin_expire_invalidate_and_delete(dev) -> None:
+    start, cli, _ = dev
+    start()
+    run = cli("submit", "examples/diamond.json", "--wait")
+    assert run.returncode == 0, run.stderr + run.stdout
+    wf_id = run.stdout.split()[1].rstrip(":")
+    actions = {a["localId"]: a for a in json.loads(cli("status", wf_id, "--json").stdout)["actions"]}
+    ingest, report = actions[1]["hash"], actions[4]["hash"]
+    pinned = cli("datasets", "pin", ingest[:12])
+    assert pinned.returncode == 0 and pinned.stdout.strip() == f"{ingest[:12]} STORED; pinned: never evicted"
+    shown = cli("datasets", "show", ingest)
+    assert "pinned (never evicted)" in shown.stdout
+    assert json.loads(cli("datasets", "unpin", ingest, "--json").stdout)["pinned"] is False
+    expiring = cli("datasets", "expire", ingest, "+7d")
+    assert expiring.returncode == 0 and "expires" in expiring.stdout, expiring.stderr
+    assert json.loads(cli("datasets", "expire", ingest, "never", "--json").stdout)["expiresAt"] is None
+    invalidated = cli("datasets", "invalidate", ingest, "--descendants")
+    assert invalidated.returncode == 0, invalidated.stderr
+    assert invalidated.stdout.startswith(f"{ingest[:12]} INVALIDATED; its next use computes it again (and ")
+    deleted = cli("datasets", "delete", report)
+    assert deleted.returncode == 0 and deleted.stdout.startswith(f"{report[:12]} "), deleted.stderr
+    missing = cli("datasets", "delete", "0" * 64)
+    assert missing.returncode == 1 and "no dataset" in missing.stderr
+    again = cli("submit", "examples/diamond.json", "--wait")
+    assert again.returncode == 0 and "4 to compute, 0 reused" in again.stdout, again.stdout
+    timeline = cli("timeline", wf_id).stdout
+    assert "INVALIDATED" in timeline and "user" in timeline

@@ -319,3 +319,24 @@ async def test_the_reconcile_sweep_marks_a_dataset_deleted_from_hdfs_lost(hadoop
     assert [a["decision"] for a in plan["actions"]] == ["compute", "compute"]
     assert (await hadoop.wait(plan["id"]))["state"] == "SUCCEEDED"
     assert (await hadoop.db.datasets.find_one({"_id": mid}))["state"] == "STORED"
+
+
+async def test_datasets_by_hand_on_hdfs_invalidate_recomputes_and_delete_removes(hadoop: Hadoop) -> None:
+    pair = {"name": "by-hand", "actions": [hdfs_action(1, "bh-mid"), hdfs_action(2, "bh-leaf", [1])]}
+    wf = await hadoop.run(pair)
+    assert wf["state"] == "SUCCEEDED", [(a["localId"], a["error"]) for a in wf["actions"]]
+    mid, leaf = wf["actions"]
+    status, body = await hadoop.request("POST", f"/api/v1/datasets/{leaf['hash']}/invalidate")
+    assert status == 200 and body["invalidated"] == [leaf["hash"]], body
+    again = await hadoop.run(pair)
+    assert [(a["decision"], a["state"]) for a in again["actions"]] == [("reuse", "REUSED"), ("compute", "FINISHED")]
+    doc = decode(await hadoop.db.datasets.find_one({"_id": leaf["hash"]}))
+    assert doc["state"] == "LEAF" and doc["compute_count"] == 2
+    assert (hadoop.hdfs_path(leaf["outputPath"]) / "part-00000").is_file()
+    status, body = await hadoop.request("DELETE", f"/api/v1/datasets/{mid['hash']}")
+    assert status == 202 and body["state"] == "INVALIDATED", body
+    deadline = time.time() + 30
+    while decode(await hadoop.db.datasets.find_one({"_id": mid["hash"]}))["state"] != "DELETED":
+        assert time.time() < deadline, "not deleted in time"
+        await asyncio.sleep(0.2)
+    assert not hadoop.hdfs_path(mid["outputPath"]).exists()

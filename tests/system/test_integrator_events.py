@@ -206,3 +206,21 @@ async def test_an_integrators_capture_of_a_computed_and_a_fully_reused_run(pingo
     await asyncio.sleep(0.3)  # anything misrouted would have arrived by now
     assert {e.workflow for e in mine.got} == {wf1}
     assert other.got == []
+
+
+async def test_a_dataset_withdrawn_by_hand_is_announced_marked_with_its_reason(pingo, broker) -> None:
+    api, _ = pingo
+    capture = await broker("dataset.marked.#", "dataset.deleted.#")
+    wf = await api.run({"name": "by-hand", "actions": [shell_action(1, "ie-by-hand")]})
+    h = wf["actions"][0]["hash"]
+    status, _ = await api.request("DELETE", f"/api/v1/datasets/{h}")
+    assert status == 202
+
+    def seen(kind: str) -> list[Received]:
+        return [e for e in capture.got if e.type == kind and e.body["subject"]["dataset_hash"] == h]
+
+    await capture.until(lambda: seen("dataset.marked") and seen("dataset.deleted"))
+    (marked,) = seen("dataset.marked")
+    assert marked.body["payload"]["reason"] == "deleted" and marked.body["payload"]["algorithm"] is None
+    schema = (await api.request("GET", "/api/v1/events/schema"))[1]
+    Draft202012Validator(schema).validate(marked.body)

@@ -3,6 +3,7 @@ services in process: what a person sees of workflows, storage and history."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import math
 import re
@@ -363,3 +364,44 @@ async def test_with_users_required_every_page_is_html_and_the_api_still_asks(tmp
                 assert r.content_type == "application/problem+json"
         finally:
             await api.close()
+
+
+async def test_the_owner_pins_invalidates_and_deletes_datasets_from_the_storage_page(system: Api) -> None:
+    done = await system.run({"name": "manage", "actions": [shell_action(1, "ui-m1"), shell_action(2, "ui-m2", [1])]})
+    mid, leaf = (a["hash"] for a in done["actions"])
+    held = await system.submit({"name": "holds", "actions": [shell_action(1, "ui-h1"),
+                                                              shell_action(2, "ui-h2", [1], seconds=60)]})  # fmt: skip
+    needed = held["actions"][0]["hash"]
+
+    async def stored() -> bool:
+        return (await system.db.datasets.find_one({"_id": needed}, {"state": 1}))["state"] == "STORED"
+
+    while not await stored():
+        await asyncio.sleep(0.1)
+    async with browser() as b, page(b, expected=("409",)) as p:
+        await p.goto(system.base + "/storage")
+        _, body = await system.request("GET", "/api/v1/datasets")
+        leaves = body["bytesByState"]["LEAF"]
+        assert body["usedBytes"] >= body["bytesByState"]["STORED"] + leaves
+        await expect(p.locator("#usage-held")).to_contain_text(f"{shown_bytes(body['usedBytes'])} of")
+        row = p.locator(f'#datasets tr[data-hash="{mid}"]')
+        await row.locator('button[data-verb="pin"]').click()
+        await expect(row.locator('button[data-verb="unpin"]')).to_be_visible()
+        assert (await system.db.datasets.find_one({"_id": mid}))["pinned"]
+        p.on("dialog", lambda dialog: dialog.accept())
+        await p.locator(f'#datasets tr[data-hash="{leaf}"] button[data-verb="invalidate"]').click()
+        await expect(p.locator("#manage-message")).to_contain_text("invalidate done")
+        await expect(p.locator(f'#datasets tr[data-hash="{leaf}"] td').nth(1)).to_have_text(
+            re.compile("INVALIDATED|DELETED")
+        )
+        # Still needed by the running workflow: refused, and the page says why.
+        await p.locator(f'#datasets tr[data-hash="{needed}"] button[data-verb="delete"]').click()
+        await expect(p.locator("#manage-message")).to_contain_text("still needed")
+        await expect(p.locator("#manage-message")).to_have_class("error")
+        await screenshot(p, "storage-manage")
+        await p.locator(f'#datasets tr[data-hash="{mid}"] button[data-verb="delete"]').click()
+        await expect(p.locator("#manage-message")).to_contain_text("delete done")
+    await system.request("POST", f"/api/v1/workflows/{held['id']}/kill")
+    _, detail = await system.request("GET", f"/api/v1/datasets/{mid}")
+    assert [h["note"] for h in detail["history"] if h["note"] in ("pinned", "deleted by hand")] == [
+        "pinned", "deleted by hand"]  # fmt: skip

@@ -13,7 +13,10 @@ from shared.states import (
     ACTION_INITIAL,
     ACTION_TERMINAL,
     ACTION_TRANSITIONS,
+    DATASET_BY_HAND,
+    DATASET_BY_POLICY,
     DATASET_INITIAL,
+    DATASET_REUSABLE,
     DATASET_TRANSITIONS,
     TABLES,
     WORKFLOW_TERMINAL,
@@ -106,31 +109,55 @@ def test_every_dataset_state_is_reachable_from_an_initial_state():
     assert reachable(DATASET_TRANSITIONS, DATASET_INITIAL) == set(D)
 
 
+def pingo_alone() -> dict:
+    """The dataset table without what users do (DATASET_BY_HAND, and the INVALIDATED
+    state only they lead into) and without the retention policy, off by default
+    (DATASET_BY_POLICY): what Pingo does of its own accord."""
+    hand = DATASET_BY_HAND | DATASET_BY_POLICY
+    return {
+        s: frozenset(t for t in targets if (s, t) not in hand and t != D.INVALIDATED)
+        for s, targets in DATASET_TRANSITIONS.items()
+        if s != D.INVALIDATED
+    }
+
+
 def test_leaf_never_reaches_deletion():
     """LEAF outputs are never deleted automatically: no path from LEAF leads towards
     deletion. Its files may only be found lost (gone behind Pingo's back); what is computed
     again after that is a new dataset life, which starts at TO_STORE/TO_LEAF."""
-    assert DATASET_TRANSITIONS[D.LEAF] == {D.LEAF, D.LOST}
-    assert DATASET_TRANSITIONS[D.LOST] == {D.TO_STORE, D.TO_LEAF}
-    assert not DATASET_TRANSITIONS[D.LEAF] & {D.STORED_TO_DELETE, D.PROCESSING, D.DELETING, D.DELETED}
+    table = pingo_alone()
+    assert table[D.LEAF] == {D.LEAF, D.LOST}
+    assert table[D.LOST] == {D.TO_STORE, D.TO_LEAF}
+    assert not table[D.LEAF] & {D.STORED_TO_DELETE, D.PROCESSING, D.DELETING, D.DELETED}
 
 
 def test_only_stored_datasets_enter_deletion():
     """Only STORED is ever chosen for deletion. Inside the deletion pipeline a deletor may
     hand a dataset back to STORED_TO_DELETE, but from outside it the one way in is STORED."""
+    table = pingo_alone()
     pipeline = {D.STORED_TO_DELETE, D.PROCESSING, D.DELETING}
-    entries = {
-        (s, t) for s, targets in DATASET_TRANSITIONS.items() if s not in pipeline for t in targets if t in pipeline
-    }
+    entries = {(s, t) for s, targets in table.items() if s not in pipeline for t in targets if t in pipeline}
     assert entries == {(D.STORED, D.STORED_TO_DELETE)}
     # PROCESSING and DELETING are only reached from inside the pipeline, through STORED_TO_DELETE.
-    into_processing = {s for s, targets in DATASET_TRANSITIONS.items() if D.PROCESSING in targets}
-    into_deleting = {s for s, targets in DATASET_TRANSITIONS.items() if D.DELETING in targets}
+    into_processing = {s for s, targets in table.items() if D.PROCESSING in targets}
+    into_deleting = {s for s, targets in table.items() if D.DELETING in targets}
     assert into_processing == {D.STORED_TO_DELETE, D.PROCESSING}
     assert into_deleting == {D.PROCESSING, D.DELETING}
     # ...and a file is only deleted (DELETING -> DELETED) after that road.
-    for s in set(D) - {D.DELETING, D.TO_STORE, D.TO_LEAF}:
-        assert D.DELETED not in DATASET_TRANSITIONS[s], s
+    for s in set(table) - {D.DELETING, D.TO_STORE, D.TO_LEAF}:
+        assert D.DELETED not in table[s], s
+
+
+def test_only_a_user_withdraws_a_dataset_and_a_withdrawn_one_is_never_revived():
+    """INVALIDATED is entered by a user's move (or a failed deletion of a withdrawn
+    dataset handed back), and leaves only to be computed again or deleted: never through
+    STORED_TO_DELETE or PROCESSING, from which a planner revives a dataset for reuse."""
+    into = {(s, D.INVALIDATED) for s, targets in DATASET_TRANSITIONS.items() if D.INVALIDATED in targets}
+    assert into == DATASET_BY_HAND | {(D.DELETING, D.INVALIDATED)}
+    assert DATASET_TRANSITIONS[D.INVALIDATED] == {D.TO_STORE, D.TO_LEAF, D.DELETING}
+    assert D.INVALIDATED not in DATASET_REUSABLE
+    for move in DATASET_BY_HAND | DATASET_BY_POLICY:
+        check(DATASET_TRANSITIONS, *move)
 
 
 def test_workflow_runs_then_ends():
