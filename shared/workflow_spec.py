@@ -28,6 +28,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
 
 from shared.path_limits import path_problem
+from shared.sizes import Bytes
 from shared.strict_json import RepeatedKeys
 from shared.workflow_fanout import expand
 from shared.workflow_messages import explain, kind, unknown_field
@@ -168,6 +169,8 @@ class ActionSpec(TypeFields):
     # Execution settings: how to run it, not what it computes (kept out of definition()).
     retries: RetryPolicy = Field(default_factory=RetryPolicy)
     timeoutSeconds: float | None = None
+    # What its output is expected to take: reserved in the storage budget before it starts.
+    expectedBytes: int | None = None
     # A definition mapped over these items; expanded before planning (shared/workflow_fanout.py).
     forEach: list[str] | None = None
 
@@ -275,6 +278,7 @@ class _RawAction(TypeFields):
     outputPath: str | None = None
     retries: RetryCount | RetryPolicy | None = None
     timeoutSeconds: Seconds | None = None
+    expectedBytes: Bytes | None = None
     forEach: list[str | int | float | bool] | None = None
 
     @field_validator("id", "actionId", mode="before")
@@ -861,5 +865,6 @@ def _parse_action(
         outputPath=r.outputPath,
         retries=_policy(r.retries) or _policy(defaults.retries if defaults else None) or RetryPolicy(),
         timeoutSeconds=r.timeoutSeconds if r.timeoutSeconds is not None else (defaults and defaults.timeoutSeconds),
+        expectedBytes=r.expectedBytes,
         forEach=None if r.forEach is None else [_RawParam(value=v).to_param().value for v in r.forEach],
     )

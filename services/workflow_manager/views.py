@@ -112,6 +112,10 @@ class Action(PlannedAction):
     seconds: float | None
     size: int | None
     error: str | None
+    held: str | None = Field(
+        None, description="READY but not started: why (no room for its output in the storage budget)"
+    )
+    expectedBytes: int | None = Field(None, description="What its output is expected to take (declared)")
     followers: list[str]
     successor: str | None
     takeoverOf: str | None
@@ -157,6 +161,8 @@ def action_view(a: dict[str, Any]) -> Action:
         seconds=a.get("seconds"),
         size=a.get("size"),
         error=a.get("error"),
+        held=(a.get("held") or {}).get("message") if a["state"] == ActionState.READY else None,
+        expectedBytes=a.get("expected_bytes"),
         followers=a.get("followers", []),
         successor=a.get("successor"),
         takeoverOf=a.get("takeover_of"),

@@ -25,7 +25,7 @@ from typing import Any
 import networkx as nx
 
 from shared.executors.base import Executor, JobState, JobStatus
-from shared.lifecycle import attempts
+from shared.lifecycle import attempts, reserving
 from shared.lifecycle.following import Following
 from shared.lifecycle.moves import Mover
 from shared.states import ACTION_LIVE, ActionState
@@ -167,6 +167,7 @@ class Outcomes:
             except ds.Deferred:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
                 return None
+            await reserving.committed(self.store, action)  # its real size is counted now
         # Its children first: their input is stored, and readying them is what a chain's hop
         # waits for. What it read is free then (record_output struck it from producers).
         await self.ready_children(action)

@@ -70,6 +70,12 @@ class ActionDoc(TypedDict, total=False):
     # attempt in flight is checked for its timeout, the job a timeout killed.
     retries: dict[str, float]
     timeout_seconds: float | None
+    # The storage budget (docs/operations.md, "Storage budget"): the declared size of its
+    # output (expectedBytes), the attempt's reservation ({key, bytes}), and why a READY
+    # action is not started yet ({reason, message, bytes, at}).
+    expected_bytes: int | None
+    reservation: dict[str, Any] | None
+    held: dict[str, Any] | None
     failed_attempts: int
     retry_at: float
     timeout_at: float
@@ -154,6 +160,7 @@ def new_document(
         submit_errors=0,
         retries=a.retries.model_dump(),
         timeout_seconds=a.timeoutSeconds,
+        expected_bytes=a.expectedBytes,
         failed_attempts=0,
         attempt_log=[],
         secret=secrets.token_urlsafe(18) if computed else None,
@@ -411,3 +418,9 @@ async def children_of(store: Store, workflow_id: str, parent_id: str, fields: di
     workflow's actions (equality on ``workflow_id``): an index on the ``parents`` array
     would not be served by nx-27017."""
     return [decode(a) async for a in store.actions.find({"workflow_id": workflow_id, "parents": parent_id}, fields)]
+
+
+async def hold(store: Store, action_id: str, held: dict[str, Any]) -> None:
+    """Say why a READY action is not started yet (``held``: reason, message; shown in its
+    view). Not a move: it stays READY, in its place in the scrape's order."""
+    await store.actions.update_one({"_id": action_id, "state": str(A.READY)}, {"$set": {"held": held}})
