@@ -41,11 +41,16 @@ from shared.store.embedded import EmbeddedMongo
 
 ROOT = Path(__file__).resolve().parents[1]
 KB = 1024
+DECLARE = False
 
 
-def action(aid: int, name: str, label: str, parents: list[int], size_kb: int, seconds: float) -> dict:
-    """examples/jobs/synth.py: writes ``size_kb`` after ``seconds``."""
+def action(
+    aid: int, name: str, label: str, parents: list[int], size_kb: int, seconds: float, declare: bool = False
+) -> dict:
+    """examples/jobs/synth.py: writes ``size_kb`` after ``seconds`` (declared as its
+    ``expectedBytes`` with ``declare``)."""
     return {
+        **({"expectedBytes": size_kb * KB} if declare else {}),
         "id": aid,
         "name": name,
         "type": "SHELL",
@@ -60,12 +65,12 @@ def action(aid: int, name: str, label: str, parents: list[int], size_kb: int, se
     }
 
 
-def workflow(i: int, size_kb: int, seconds: float) -> dict:
+def workflow(i: int, size_kb: int, seconds: float, declare: bool) -> dict:
     return {
         "name": "budget",
         "actions": [
-            action(1, "budget-a", f"a{i}", [], size_kb, seconds),
-            action(2, "budget-b", f"b{i}", [1], size_kb, seconds),
+            action(1, "budget-a", f"a{i}", [], size_kb, seconds, declare),
+            action(2, "budget-b", f"b{i}", [1], size_kb, seconds, declare),
             action(3, "budget-leaf", f"leaf{i}", [2], 4, 0.0),
         ],
     }
@@ -137,7 +142,7 @@ async def run_one(
 
         async def one(i: int) -> None:
             async with gate:
-                async with http.post(api, json=workflow(i, size_kb, seconds)) as r:
+                async with http.post(api, json=workflow(i, size_kb, seconds, DECLARE)) as r:
                     wf_id = (await r.json())["id"]
                 while True:
                     async with http.get(f"{api}/{wf_id}") as r:
@@ -179,7 +184,14 @@ def main() -> None:
     ap.add_argument("--concurrent", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=0.5, help="each intermediate's compute time")
     ap.add_argument("--every", type=float, default=0.05, help="sampling period, seconds")
+    ap.add_argument(
+        "--expected",
+        action="store_true",
+        help="declare each intermediate's expectedBytes (else the first of each name runs with no history)",
+    )
     args = ap.parse_args()
+    global DECLARE
+    DECLARE = args.expected
     asyncio.run(
         measure(args.algorithms.split(","), args.capacity, args.workflows, args.concurrent, args.seconds, args.every)
     )
