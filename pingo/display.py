@@ -285,6 +285,8 @@ def actions_table(actions: list[dict[str, Any]]) -> RenderableType:
             note = "follows another user's computation"  # whose is not shown (docs/users.md)
         elif a.get("decision") == "reuse" and a.get("state") not in ("REUSED", "SKIPPED"):
             note = "reuse"
+        elif a.get("state") == "READY" and a.get("held"):
+            note = "held: storage budget"
         elif a.get("state") == "RETRYING" and a.get("retryAt"):
             note = f"attempt {a.get('attempts')} failed; retry in {duration(max(0.0, a['retryAt'] - time.time()))}"
         elif len(a.get("attemptLog") or []) > 1:
@@ -298,6 +300,8 @@ def actions_table(actions: list[dict[str, Any]]) -> RenderableType:
             note,
         )
         errors.extend(attempt_lines(a))
+        if a.get("state") == "READY" and a.get("held"):
+            errors.append(Text(f"⏸ {a['localId']}: {a['held']}", style="yellow"))
         if a.get("error"):
             error = Text(f"✗ {a['localId']}: ", style="bold red")
             error.append(str(a["error"]))

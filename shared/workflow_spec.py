@@ -29,6 +29,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
 
 from shared.path_limits import path_problem
+from shared.sizes import Bytes
 from shared.strict_json import RepeatedKeys
 from shared.workflow_fanout import expand, files_pattern_problem
 from shared.workflow_messages import explain, kind, unknown_field
@@ -178,6 +179,8 @@ class ActionSpec(TypeFields):
     # Execution settings: how to run it, not what it computes (kept out of definition()).
     retries: RetryPolicy = Field(default_factory=RetryPolicy)
     timeoutSeconds: float | None = None
+    # What its output is expected to take: reserved in the storage budget before it starts.
+    expectedBytes: int | None = None
     # A definition mapped over these items; expanded before planning (shared/workflow_fanout.py).
     forEach: list[str] | None = None
     # Or over the files this pattern matches, found at submission (shared/workflow_fanout_files.py).
@@ -328,6 +331,7 @@ class _RawAction(TypeFields):
     outputPath: str | None = None
     retries: RetryCount | RetryPolicy | None = None
     timeoutSeconds: Seconds | None = None
+    expectedBytes: Bytes | None = None
     forEach: list[str | int | float | bool] | ForEachFiles | None = None
 
     @field_validator("id", "actionId", mode="before")
@@ -995,6 +999,7 @@ def _parse_action(
         outputPath=r.outputPath,
         retries=_policy(r.retries) or _policy(defaults.retries if defaults else None) or RetryPolicy(),
         timeoutSeconds=r.timeoutSeconds if r.timeoutSeconds is not None else (defaults and defaults.timeoutSeconds),
+        expectedBytes=r.expectedBytes,
         forEach=None if not isinstance(r.forEach, list) else [_RawParam(value=v).to_param().value for v in r.forEach],
         forEachFiles=r.forEach.files if isinstance(r.forEach, ForEachFiles) else None,
         cacheVersion=r.cacheVersion,

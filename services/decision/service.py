@@ -20,12 +20,13 @@ import uuid
 from shared.events import Event, EventType
 from shared.eviction import Candidate, Workload, get_algorithm
 from shared.eviction.budget import bytes_to_free
+from shared.lifecycle import reserving
 from shared.metrics import ACTIONS, ACTIONS_CAP, CAPACITY_BYTES, DECISION_RUNS, THRESHOLD_BYTES, USED_BYTES
 from shared.runtime import Context
 from shared.states import DatasetState
 from shared.store import actions as acts
+from shared.store import budget, locks
 from shared.store import datasets as ds
-from shared.store import locks
 from shared.ticker import SUMMARY_COALESCE, Ticker, cancel_all, forever
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,13 @@ class DecisionService:
         self.ticker.poke()
 
     async def usage(self) -> int:
-        return await ds.stored_bytes(self.ctx.store)
+        """STORED and LEAF bytes, the reservations of attempts being written, and what
+        actions held READY for want of room wait for: freeing for those evicts ahead of
+        the writes (docs/operations.md, "Storage budget")."""
+        # A want not renewed by a scrape for this long is an action that stopped waiting.
+        fresh = time.time() - 3 * max(self.settings.scrape_interval, self.settings.decision_interval)
+        reserved, wanted = await budget.pending(self.ctx.store, fresh)
+        return await budget.counted_bytes(self.ctx.store) + reserved + wanted
 
     async def workload(self) -> Workload:
         """The rolling window of the last N actions, with the lineage, mean compute time and
@@ -80,6 +87,8 @@ class DecisionService:
         if not await locks.take(self.ctx.store, "decision", self.owner, lease):
             return False
         capacity = self.settings.capacity_bytes
+        # A reservation whose action manager died before its claim is dropped after stale_after.
+        await reserving.sweep(self.ctx.store, time.time() - self.settings.stale_after)
         used = await self.usage()
         # Set by the lease holder only: a standby's gauges keep its last reading.
         USED_BYTES.set(used)

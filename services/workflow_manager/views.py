@@ -128,6 +128,10 @@ class Action(PlannedActionView):
     seconds: float | None
     size: int | None
     error: str | None
+    held: str | None = Field(
+        None, description="READY but not started: why (no room for its output in the storage budget)"
+    )
+    expectedBytes: int | None = Field(None, description="What its output is expected to take (declared)")
     followers: list[str]
     successor: str | None
     takeoverOf: str | None
@@ -177,6 +181,8 @@ def action_view(a: ActionRecord) -> Action:
         seconds=a.seconds,
         size=a.size,
         error=a.error,
+        held=(a.held or {}).get("message") if a.state == ActionState.READY else None,
+        expectedBytes=a.expected_bytes,
         followers=a.followers,
         successor=a.successor,
         takeoverOf=a.takeover_of,

@@ -26,7 +26,7 @@ import networkx as nx
 
 from shared.executors.base import Executor, JobState, JobStatus
 from shared.inputs import changed_since
-from shared.lifecycle import attempts
+from shared.lifecycle import attempts, reserving
 from shared.lifecycle.following import Following
 from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import Replanner, Replans
@@ -191,6 +191,7 @@ class Outcomes:
             except ds.Deferred:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
                 return None
+            await reserving.committed(self.store, action)  # its real size is counted now
         if changed and action.get("children"):  # before they may start: their outputs are tainted too
             await acts.note_input_changed(self.store, action["children"], changed)
         # Its children first: their input is stored, and readying them is what a chain's hop

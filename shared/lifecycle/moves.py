@@ -20,6 +20,7 @@ from typing import Any
 
 from shared.bus import Bus
 from shared.events import Event, EventType, Subject, checked
+from shared.lifecycle import reserving
 from shared.lifecycle.effects import PAYLOAD_OF, Effect, effects_of
 from shared.states import ACTION_TERMINAL, ACTION_TRANSITIONS, TABLES, ActionState, WorkflowState
 from shared.store import actions as acts
@@ -139,6 +140,8 @@ class Mover:
     async def apply(
         self, entity: str, docs: list[Doc], source: str | None, target: str, arrivals: list[Doc] | None = None
     ) -> None:
+        if entity == "action":  # an attempt that ended frees its room in the budget
+            await reserving.settle(self.store, docs, source, target)
         for effect in effects_of(entity, source, target):
             if effect.after_arrivals and arrivals:
                 await self.arrived("action", arrivals)

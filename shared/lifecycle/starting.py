@@ -5,7 +5,9 @@ PROCESSING is the synchronisation state: a scraper owns an action once its guard
 READY -> PROCESSING write wins, and only the owner (by lease) moves it to SUBMITTED. A
 PROCESSING lease older than ``stale_after`` (its manager died) is taken again by any
 scraper. An action named by its READY event is claimed READY -> SUBMITTED in one write
-instead. Its inputs are checked just before its job is made; one gone is re-planned.
+instead. Either claim first reserves room for its output in the storage budget
+(``shared.lifecycle.reserving``); without room it stays READY, held. Its inputs are
+checked just before its job is made; one gone is re-planned.
 Submit errors go back to READY, counted, and FAILED past the ceiling.
 """
 
@@ -23,7 +25,7 @@ from shared.config import Settings
 from shared.errors import Refused
 from shared.events import EventType
 from shared.executors.base import Executor, JobFenced, JobRequest
-from shared.lifecycle import attempts
+from shared.lifecycle import attempts, reserving
 from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import CannotReplan, Replans
 from shared.metrics import READY_TO_SUBMIT, SUBMIT_ERRORS
@@ -66,13 +68,27 @@ class Starter:
         """READY -> SUBMITTED: the next attempt recorded, ours, in one write. Guarded by the
         attempt the READY event named (an event about an earlier READY finds it moved on)
         and by the absence of a kill request, as the PROCESSING -> SUBMITTED move is."""
+        action = await acts.get(self.store, action_id, {**reserving.FIELDS, "state": 1, "attempt": 1})
+        if action is None or action["state"] != A.READY or int(action.get("attempt") or 0) != attempt:
+            return None  # an event about an earlier READY
+        room = await self.reserve(action)
+        if room is None:
+            return None
         now = time.time()
         fields = self.attempt_fields(action_id, output_path, attempt + 1, now)
-        return await self.mover.action(
+        res = await self.mover.action(
             action_id, A.SUBMITTED, by=self.owner, sources=[A.READY],
             where={"attempt": attempt, "kill_requested": {"$ne": True}},
-            set={"lease_owner": self.owner, "lease_at": now, **fields},
+            set={"lease_owner": self.owner, "lease_at": now, **fields, **room},
         )  # fmt: skip
+        if res is None:
+            await reserving.undo(self.store, room)
+        return res
+
+    async def reserve(self, action: ActionDoc) -> dict[str, Any] | None:
+        """Room for the attempt's output in the storage budget: what its claim records, or
+        None (held READY; docs/operations.md, "Storage budget")."""
+        return await reserving.reserve(self.store, action, self.settings.capacity_bytes)
 
     def attempt_fields(self, action_id: str, output_path: str, attempt: int, now: float) -> dict[str, Any]:
         """What the move to SUBMITTED records of the attempt it starts (its timeout clock is
@@ -107,7 +123,7 @@ class Starter:
     async def claim(self, limit: int) -> tuple[list[ActionDoc], int]:
         """The actions taken (READY, or PROCESSING with a stale lease), and how many were found to take."""
         stale = time.time() - self.settings.stale_after
-        fields = {"lease_at": 1, "state": 1}
+        fields = {"lease_at": 1, "state": 1, **reserving.FIELDS}
         candidates = await acts.in_state(self.store, A.READY, fields=fields, sort="updated_at", limit=limit)
         # A lease turns stale only after stale_after, so looking once per scrape interval is
         # soon enough; a scrape an event woke (an action just turned READY: a chain's hop)
@@ -118,19 +134,29 @@ class Starter:
             candidates += await acts.stale_leases(
                 self.store, A.PROCESSING, stale, fields, limit=limit - len(candidates)
             )
-        out = []
+        out, held = [], 0
         for c in candidates:
-            res = await self.take(c["_id"], c["state"], c.get("lease_at"))
+            # A READY action starts only with room for its output; a stale lease keeps its own.
+            room = await self.reserve(c) if c["state"] == A.READY else {}
+            if room is None:
+                held += 1
+                continue
+            res = await self.take(c["_id"], c["state"], c.get("lease_at"), room)
             if res is not None:
                 out.append(res)
-        return out, len(candidates)
+            else:
+                await reserving.undo(self.store, room)
+        # Held actions are not found work: a scrape of only those waits for its timer.
+        return out, len(candidates) - held
 
-    async def take(self, action_id: str, state: A, lease_at: float | None = None) -> ActionDoc | None:
+    async def take(
+        self, action_id: str, state: A, lease_at: float | None = None, room: dict[str, Any] | None = None
+    ) -> ActionDoc | None:
         """READY (or a stale PROCESSING lease) -> PROCESSING, ours: one guarded move."""
         return await self.mover.action(
             action_id, A.PROCESSING, by=self.owner, sources=[state],
             where={} if state == A.READY else {"lease_at": lease_at},
-            set={"lease_owner": self.owner, "lease_at": time.time()},
+            set={"lease_owner": self.owner, "lease_at": time.time(), **(room or {})},
             note=None if state == A.READY else "stale lease taken over",
         )  # fmt: skip
 

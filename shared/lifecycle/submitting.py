@@ -362,6 +362,7 @@ def action_document(
         submit_errors=0,
         retries=a.retries.model_dump(),
         timeout_seconds=a.timeoutSeconds,
+        expected_bytes=a.expectedBytes,
         failed_attempts=0,
         attempt_log=[],
         secret=secrets.token_urlsafe(18) if computed else None,

@@ -69,6 +69,12 @@ class ActionDoc(TypedDict, total=False):
     # attempt in flight is checked for its timeout, the job a timeout killed.
     retries: dict[str, float]
     timeout_seconds: float | None
+    # The storage budget (docs/operations.md, "Storage budget"): the declared size of its
+    # output (expectedBytes), the attempt's reservation ({key, bytes}), and why a READY
+    # action is not started yet ({reason, message, bytes, at}).
+    expected_bytes: int | None
+    reservation: dict[str, Any] | None
+    held: dict[str, Any] | None
     failed_attempts: int
     retry_at: float
     timeout_at: float
@@ -372,3 +378,9 @@ async def records_of_workflow(store: Store, workflow_id: str) -> list[ActionReco
     """A workflow's actions as the API shows them (without their callback secret), in id order."""
     found = [ActionRecord.of(a) async for a in store.actions.find({"workflow_id": workflow_id}, {"secret": 0})]
     return sorted(found, key=lambda a: id_order(a.local_id))  # type: ignore[arg-type]
+
+
+async def hold(store: Store, action_id: str, held: dict[str, Any]) -> None:
+    """Say why a READY action is not started yet (``held``: reason, message; shown in its
+    view). Not a move: it stays READY, in its place in the scrape's order."""
+    await store.actions.update_one({"_id": action_id, "state": str(A.READY)}, {"$set": {"held": held}})

@@ -89,6 +89,10 @@ class Store:
     def locks(self) -> AsyncCollection:
         return self.db["locks"]
 
+    @property
+    def budget(self) -> AsyncCollection:
+        return self.db["budget"]
+
     async def ensure_indexes(self) -> None:
         for name, specs in INDEXES.items():
             for keys, opts in specs:

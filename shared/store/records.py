@@ -206,7 +206,9 @@ class ActionRecord(_History):
     successor: str | None = None
     takeover_of: str | None = None
     definition: dict[str, Any] | None = None  # as hashed; its ``inputs`` are the external inputs
-    input_changed: bool | None = None  # an external input changed while it ran
+    input_changed: list[dict[str, Any]] | None = None  # external inputs that changed while it ran
+    held: dict[str, Any] | None = None  # READY but not started: {reason, message} (the storage budget)
+    expected_bytes: int | None = None  # declared expectedBytes
     stored_history: list[Any] | None = None  # as stored: read it as ``history``
 
     @classmethod
@@ -221,5 +223,5 @@ class ActionRecord(_History):
             get("retry_at"), get("retries"), get("timeout_seconds"), get("submit_errors", 0), get("job_id"),
             get("created_at"), get("submitted_at"), get("started_at"), get("finished_at"), get("seconds"),
             get("size"), get("error"), get("followers", []), get("successor"), get("takeover_of"),
-            get("definition"), get("input_changed"), get("history"),
+            get("definition"), get("input_changed"), get("held"), get("expected_bytes"), get("history"),
         )  # fmt: skip

@@ -1,0 +1,97 @@
+"""An attempt's room in the storage budget (docs/operations.md, "Storage budget").
+
+Before an attempt of a managed action starts, the bytes its output is expected to take
+are reserved (``shared.store.budget``): what it declares (``expectedBytes``), else the
+size its lineage's dataset had when it was last computed, else the size of the last
+output of an action of the same name; nothing is known: nothing is reserved. No room:
+the action stays READY, ``held`` says why, and the decision service frees for it. The
+reservation is dropped when the attempt ends, whichever way (``settle``, applied by the
+Mover to every move out of PROCESSING/SUBMITTED/RUNNING): at commit the dataset's real
+size was recorded just before (docs/state-machines.md, "Action").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from shared.states import ACTION_IN_FLIGHT, ActionState
+from shared.store import Store, budget
+from shared.store import actions as acts
+from shared.store import datasets as ds
+from shared.store.actions import ActionDoc
+
+log = logging.getLogger(__name__)
+A = ActionState
+# What the reservation reads of an action.
+FIELDS = {"managed": 1, "expected_bytes": 1, "hash": 1, "name": 1}
+HELD_REASON = "storage_budget"
+
+
+async def expected_bytes(store: Store, action: ActionDoc) -> int:
+    """What ``action``'s output is expected to take; 0 if unknown or unmanaged."""
+    if not action.get("managed"):
+        return 0  # an unmanaged output lies outside the managed root and its budget
+    declared = action.get("expected_bytes")
+    if declared is not None:
+        return int(declared)
+    doc = await ds.get(store, action["hash"]) if action.get("hash") else None
+    if doc is not None and doc.get("size") is not None:
+        return int(doc["size"])
+    return await budget.expected_by_name(store, action.get("name") or "") or 0
+
+
+async def reserve(store: Store, action: ActionDoc, capacity: int) -> dict[str, Any] | None:
+    """What the claim of ``action``'s attempt records of its reservation (``reservation``,
+    and ``held`` cleared), or None: no room, the action is marked held and must not start."""
+    n = await expected_bytes(store, action)
+    if n <= 0:
+        return {"reservation": None, "held": None}
+    got = await budget.reserve(store, action["_id"], n, capacity)
+    if isinstance(got, budget.Refused):
+        log.info("%s: held READY: %s", action["_id"], got.message())
+        held = {"reason": HELD_REASON, "message": got.message(), "bytes": n, "at": time.time()}
+        await acts.hold(store, action["_id"], held)
+        return None
+    return {"reservation": {"key": got, "bytes": n}, "held": None}
+
+
+async def undo(store: Store, fields: dict[str, Any]) -> None:
+    """A reservation made for a claim that lost its race."""
+    if fields.get("reservation"):
+        await budget.release(store, fields["reservation"]["key"])
+
+
+async def committed(store: Store, action: ActionDoc) -> None:
+    """Its output is in the catalogue with its real size: the reservation is settled now,
+    before its children are readied (else they would find its bytes counted twice)."""
+    if action.get("reservation"):
+        await budget.release(store, action["reservation"]["key"])
+
+
+async def settle(store: Store, docs: list[dict[str, Any]], source: str | None, target: str) -> None:
+    """Actions moved from ``source`` to ``target``: an attempt that ended drops its
+    reservation; a managed output committed teaches the next one of its name its size."""
+    if source not in ACTION_IN_FLIGHT or target in ACTION_IN_FLIGHT:
+        return
+    for d in docs:
+        if d.get("reservation"):
+            await budget.release(store, d["reservation"]["key"])
+        if target == A.FINISHED and d.get("managed") and d.get("size") is not None and d.get("name"):
+            await budget.remember_size(store, d["name"], int(d["size"]))
+
+
+async def sweep(store: Store, older_than: float) -> int:
+    """Drop reservations older than ``older_than`` whose action is no longer in flight with
+    them (an action manager died between reserving and claiming, or a move's settle was
+    lost): how many."""
+    dropped = 0
+    for key, hold in (await budget.holds(store)).items():
+        if float(hold.get("at") or 0) > older_than:
+            continue
+        action = await acts.get(store, str(hold.get("action")), {"state": 1, "reservation": 1})
+        mine = action and action["state"] in ACTION_IN_FLIGHT and (action.get("reservation") or {}).get("key") == key
+        if not mine and await budget.release(store, key):
+            dropped += 1
+    return dropped
