@@ -13,14 +13,16 @@ meantime, a race for a claim lost).
 from __future__ import annotations
 
 import posixpath
+import time
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
 from services.workflow_manager.queries import Query
-from services.workflow_manager.views import View
+from services.workflow_manager.views import Miss, View
 from shared.hashing import workflow_hashes
 from shared.lifecycle.claims import Claim, meaning, whole
+from shared.lifecycle.misses import explain
 from shared.planning import PlannedAction, plan
 from shared.runtime import Context
 from shared.storage import Storage
@@ -58,6 +60,7 @@ class DryRunAction(View):
         None, description="follow: the action whose computation it would wait for (null when it is another user's)"
     )
     shared: bool = Field(False, description="It would follow a computation of another user's workflow")
+    miss: Miss | None = Field(None, description="compute: what changed since the same action was last computed")
 
 
 class DryRunTotals(View):
@@ -131,12 +134,15 @@ def _explanation(p: PlannedAction, gate: ReadOnlyGate) -> str:
     return f"being computed right now by {p.follows}: waits for that computation"
 
 
-async def dry_run(ctx: Context, spec: WorkflowSpec, paths: dict, prints: dict[ActionId, str]) -> DryRun:
-    """The plan a submission of the validated ``spec`` would make now; writes nothing."""
+async def dry_run(
+    ctx: Context, spec: WorkflowSpec, paths: dict, prints: dict[ActionId, str], owner: str | None = None
+) -> DryRun:
+    """The plan a submission of the validated ``spec`` by ``owner`` would make now; writes nothing."""
     hashes = workflow_hashes(spec, prints)
     known = await ds.get_many(ctx.store, list(hashes.values()))
     gate = ReadOnlyGate(ctx.storage, known, ctx.settings.verify_reuse)
     planned = await plan(spec, hashes, gate, prints)
+    misses = await explain(ctx.store, spec.name, owner, planned, hashes, before=time.time())
     rows = []
     for aid in sorted(planned, key=id_order):
         p = planned[aid]
@@ -154,6 +160,7 @@ async def dry_run(ctx: Context, spec: WorkflowSpec, paths: dict, prints: dict[Ac
             DryRunAction(
                 localId=aid, name=p.spec.name, hash=p.hash, decision=decision, reason=p.reason,
                 explanation=_explanation(p, gate), parents=p.spec.parents, outputPath=output, follows=follows,
+                miss=Miss.model_validate(misses[aid].document()) if aid in misses else None,
             )
         )  # fmt: skip
     totals = {d: sum(r.decision == d for r in rows) for d in ("compute", "reuse", "skip", "follow")}

@@ -45,6 +45,36 @@ def workflow_of(action_id: str) -> str:
 # --- actions and workflows -------------------------------------------------------------------
 
 
+class LineageChange(View):
+    field: str = Field(
+        description="What changed, as a path into the lineage: a field of the definition (command, "
+        "additionalInput[1].value, actionFolderFingerprint...), another key of the lineage, or parent"
+    )
+    old: str | None = Field(description="Its value then (a parent: its hash); null: it was absent")
+    new: str | None = Field(description="Its value now; null: it is absent now")
+    parent: str | None = Field(None, description="field parent: the parent's id, whose output is another dataset now")
+
+
+class MissAgainst(View):
+    workflow: str = Field(description="The earlier workflow of the same name")
+    action: str = Field(description="Its action of the same name and id")
+    hash: str
+    state: str | None = Field(description="That action's dataset's state now (null: none)")
+
+
+class Miss(View):
+    """Why an action is computed: what changed against the nearest stored lineage of the
+    same action (docs/planning.md, "Why an action is computed")."""
+
+    summary: str = Field(description="In words; 'never computed before' when no earlier lineage exists")
+    changes: list[LineageChange]
+    against: MissAgainst | None
+
+
+def miss_view(doc: dict[str, Any] | None) -> Miss | None:
+    return Miss.model_validate(doc) if doc else None
+
+
 class PlannedAction(View):
     """An action as planned: what a submission answers, per action."""
 
@@ -67,6 +97,7 @@ class PlannedAction(View):
         description="Its computation is shared with another user's workflow (followed by, following, taken over "
         "from or by it): that workflow's ids and job are not shown (docs/users.md)",
     )
+    miss: Miss | None = Field(None, description="Computed: what changed since the same action was last computed")
 
 
 class Attempt(View):
@@ -128,6 +159,7 @@ def _planned_fields(a: dict[str, Any]) -> dict[str, Any]:
         "state": a["state"],
         "outputPath": a.get("output_path"),
         "follows": a.get("follows") or None,
+        "miss": miss_view(a.get("miss")),
     }
 
 

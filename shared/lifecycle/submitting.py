@@ -27,6 +27,7 @@ from shared.config import Settings
 from shared.errors import PingoError
 from shared.hashing import workflow_hashes
 from shared.lifecycle.claims import Claim, meaning, whole
+from shared.lifecycle.misses import explain
 from shared.lifecycle.moves import Mover, outcome
 from shared.metrics import REUSE_HITS, SAVED_SECONDS
 from shared.planning import PlannedAction, plan
@@ -451,6 +452,11 @@ class Submitter:
                 }
                 await prepare_datasets(gate, planned, output_of)
                 docs = action_documents(wf_id, spec, planned, paths, output_of, now, gate.known, owner)
+                # Each computed action says what changed since it was last computed (a few reads).
+                misses = await explain(store, spec.name, owner, planned, hashes, before=now, exclude=wf_id)
+                for d in docs:
+                    if d["decision"] == "compute" and d["local_id"] in misses:
+                        d["miss"] = misses[d["local_id"]].document()
                 # Actions become claimable by the action managers once inserted: insert them only
                 # while this planner provably holds the workflow, so the sweep cannot undo it under them.
                 if not await lease.renew():

@@ -55,6 +55,9 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
         ([("owner", ASCENDING)], {}),
         ([("owner", ASCENDING), ("created_at", ASCENDING)], {}),
         ([("created_at", ASCENDING)], {}),
+        # The earlier workflows of a name: what a computed action is compared with (docs/planning.md).
+        ([("name", ASCENDING)], {}),
+        ([("name", ASCENDING), ("created_at", ASCENDING)], {}),
     ],
 }
 
