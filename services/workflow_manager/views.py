@@ -121,6 +121,23 @@ def attempt_view(r: dict[str, Any]) -> Attempt:
     )  # fmt: skip
 
 
+class NonDeterminism(View):
+    """A recomputation of a lineage whose output differs from the one its last commit
+    recorded (docs/planning.md, "Determinism audit")."""
+
+    previousChecksum: str
+    checksum: str
+    previousAction: str | None = Field(description="The action whose commit recorded the previous checksum")
+
+
+def nondeterminism_view(doc: dict[str, Any] | None) -> NonDeterminism | None:
+    if not doc:
+        return None
+    return NonDeterminism(
+        previousChecksum=doc["previous_checksum"], checksum=doc["checksum"], previousAction=doc.get("previous_action")
+    )
+
+
 class Action(PlannedAction):
     """An action with everything recorded about its run."""
 
@@ -146,6 +163,9 @@ class Action(PlannedAction):
     followers: list[str]
     successor: str | None
     takeoverOf: str | None
+    nondeterministic: NonDeterminism | None = Field(
+        None, description="Its output differs from what its lineage's last computation made"
+    )
 
 
 def _planned_fields(a: dict[str, Any]) -> dict[str, Any]:
@@ -192,6 +212,7 @@ def action_view(a: dict[str, Any]) -> Action:
         followers=a.get("followers", []),
         successor=a.get("successor"),
         takeoverOf=a.get("takeover_of"),
+        nondeterministic=nondeterminism_view(a.get("nondeterministic")),
     )
 
 
@@ -285,6 +306,9 @@ class Dataset(View):
         "state machine, though no file was ever kept or deleted"
     )  # fmt: skip
     workflow: WorkflowLink | None = Field(description="The workflow of producedBy")
+    nondeterministicCount: int = Field(
+        0, description="Recomputations whose output differed from the one recorded before (docs/planning.md)"
+    )
     lastUsedAt: float | None
     createdAt: float | None
     updatedAt: float | None
@@ -321,6 +345,7 @@ def dataset_view(
         producedByName=(action_names or {}).get(producer) if producer else None,
         neverStored=d["state"] == DatasetState.DELETED and d.get("committed_at") is None,
         workflow=WorkflowLink(id=wf_id, name=(names or {}).get(wf_id), href=workflow_href(wf_id)) if wf_id else None,
+        nondeterministicCount=int(d.get("nondeterministic_count") or 0),
         lastUsedAt=d.get("last_used_at"),
         createdAt=d.get("created_at"),
         updatedAt=d.get("updated_at"),
@@ -526,6 +551,9 @@ class Totals(View):
     )
     bytes_written: int
     bytes_deleted: int
+    actions_nondeterministic: int = Field(
+        0, description="Recomputations whose output differed from their lineage's last one (docs/planning.md)"
+    )
     failures: dict[str, int] = Field(description="Failed actions by reason")
 
 

@@ -99,6 +99,8 @@ class ActionDoc(TypedDict, total=False):
     seconds: float
     size: int | None
     error: str
+    # Its output differs from its lineage's last commit: the checksums (ending.nondeterminism).
+    nondeterministic: dict[str, Any]
 
 
 async def insert_many(store: Store, docs: list[ActionDoc]) -> None:
