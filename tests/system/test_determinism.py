@@ -9,7 +9,7 @@ import shutil
 import time
 from typing import Any
 
-from tests.support.system import Api
+from tests.support.system import Api, pingo
 
 WRITE = (
     "import os, sys; os.makedirs(sys.argv[-1], exist_ok=True); open(os.path.join(sys.argv[-1], 'part'), 'wb').write({})"
@@ -53,6 +53,8 @@ async def test_a_random_output_recomputed_is_flagged_and_counted(system: Api):
     assert flag["previousAction"] == only(first)["id"]
     assert dataset["nondeterministicCount"] == 1
     assert await nondeterministic_total(system, since) == 1
+    text = await pingo(system.base, "status", again["id"])
+    assert f"≠ 1 non-deterministic: its output differs from its lineage's last ({flag['previousChecksum'][:12]}" in text
 
 
 async def test_a_deterministic_output_recomputed_is_never_flagged(system: Api):
@@ -71,3 +73,4 @@ async def test_a_deterministic_output_recomputed_is_never_flagged(system: Api):
     status, dataset = await system.request("GET", f"/api/v1/datasets/{only(first)['hash']}")
     assert status == 200 and dataset["nondeterministicCount"] == 0 and dataset["computeCount"] == 3, dataset
     assert await nondeterministic_total(system, since) == 0
+    assert "non-deterministic" not in await pingo(system.base, "status", lost["id"])

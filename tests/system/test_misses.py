@@ -7,6 +7,7 @@ the workflow and action views all say it."""
 from __future__ import annotations
 
 import copy
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from shared.config import Settings
-from tests.support.system import Api, make_settings
+from tests.support.system import Api, make_settings, pingo
 from tests.support.workflows import JOBS, ROOT, shell_action
 
 
@@ -113,3 +114,18 @@ async def test_an_action_of_another_name_or_workflow_is_never_computed_before(sy
     other["actions"][0]["command"] = ["python3", "./synth.py"]
     wf = await submit_explained(system, other)
     assert {aid: s for aid, (s, _) in misses(wf).items()} == dict.fromkeys((1, 2, 3), "never computed before")
+
+
+async def test_pingo_says_what_changed_in_a_dry_run_and_in_the_status(system: Api, tmp_path: Path):
+    folder = tmp_path / "apps" / "jobs"
+    shutil.copytree(JOBS, folder)
+    body = chain(folder)
+    await submit_explained(system, body)
+    body["actions"][1]["command"] = ["python3", "./synth.py"]
+    path = tmp_path / "changed.json"
+    path.write_text(json.dumps(body))
+    text = await pingo(system.base, "submit", "--dry-run", str(path))
+    assert 'command changed (["python3", "synth.py"] -> ["python3", "./synth.py"])' in text, text
+    wf = await submit_explained(system, body)
+    text = await pingo(system.base, "status", wf["id"])
+    assert "↯ 2 computed: command changed" in text and "↯ 3 computed: parent 2 changed" in text, text
