@@ -453,7 +453,12 @@ class Submitter:
                 await prepare_datasets(gate, planned, output_of)
                 docs = action_documents(wf_id, spec, planned, paths, output_of, now, gate.known, owner)
                 # Each computed action says what changed since it was last computed (a few reads).
-                misses = await explain(store, spec.name, owner, planned, hashes, before=now, exclude=wf_id)
+                # Advice, not the plan: a failure to explain leaves it out, it fails nothing.
+                try:
+                    misses = await explain(store, spec.name, owner, planned, hashes, before=now, exclude=wf_id)
+                except Exception:
+                    log.warning("%s: could not say why its actions are computed", wf_id, exc_info=True)
+                    misses = {}
                 for d in docs:
                     if d["decision"] == "compute" and d["local_id"] in misses:
                         d["miss"] = misses[d["local_id"]].document()

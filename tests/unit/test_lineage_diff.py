@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 from shared.hashing import lineage_of
 from shared.lineage_diff import PARENT, changes
 from shared.workflow_spec import parse_workflow
@@ -42,6 +44,16 @@ def test_a_key_field_the_diff_never_heard_of_is_named():
     old["inputs"], new["inputs"] = {"/data/in": "size:1"}, {"/data/in": "size:2"}
     assert fields(old, new) == ['inputs["/data/in"]']
     assert fields(lineage(BASE), {**lineage(BASE), "cacheVersion": "2"}) == ["cacheVersion"]
+
+    # In the definition too: an input fingerprinted into it, a cache version.
+    def with_definition(**more: object) -> dict:
+        out = lineage(BASE)
+        out["definition"] = json.dumps({**json.loads(out["definition"]), **more})
+        return out
+
+    before = with_definition(inputs=[{"path": "/data/in", "fingerprint": "size=1"}], cacheVersion="1")
+    after = with_definition(inputs=[{"path": "/data/in", "fingerprint": "size=2"}], cacheVersion="2")
+    assert fields(before, after) == ["cacheVersion", "inputs[0].fingerprint"]
 
 
 def test_the_action_folder_fingerprint_is_named():
