@@ -5,11 +5,11 @@ The same action is the one of the same name and id in an earlier workflow of the
 name (and owner, when users are on); the nearest is the newest of the last
 ``EARLIER_WORKFLOWS`` such workflows that has it. Its lineage is the one stored with its
 dataset, compared field by field with the new one (``shared.lineage_diff``). The cost is
-bounded whatever the workflow's size: one read of the earlier workflows (an equality
-on the indexed ``name``), one read of each one's actions (equality on ``workflow_id``),
-stopping once every computed action has its match, and one batched read of their
-datasets by ``_id``. Submitting stores the answer on each computed action (``miss``); the
-dry run answers it.
+bounded: one read of the earlier workflows (an equality on the indexed ``name``), then,
+per earlier workflow until every computed action has its match (usually one), one read
+of the computed actions and their parents there by ``_id`` (a thousand ids a read), and
+one batched read of their datasets by ``_id``. Submitting stores the answer on each
+computed action (``miss``); the dry run answers it.
 """
 
 from __future__ import annotations
@@ -94,6 +94,16 @@ def miss_of(
     return Miss(f"{named}{more} (since {against.workflow})", found, against)
 
 
+CHUNK = 1000  # ids per read ($in on _id is index-served)
+
+
+async def _actions(store: Store, ids: list[str], fields: dict[str, int]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(ids), CHUNK):
+        out.update({d["_id"]: d for d in await acts.get_many(store, ids[i : i + CHUNK], fields)})
+    return out
+
+
 async def explain(
     store: Store,
     name: str,
@@ -105,7 +115,9 @@ async def explain(
     exclude: str | None = None,
 ) -> dict[ActionId, Miss]:
     """Why each computed action of ``planned`` (a workflow named ``name`` of ``owner``,
-    created at ``before``; ``exclude``: its own id) is computed."""
+    created at ``before``; ``exclude``: its own id) is computed. An earlier workflow's
+    actions are read by id (``<workflow id>.<local id>``): only the computed ones and
+    their parents, so the cost follows what is computed, not the workflow's size."""
     todo = {aid: p for aid, p in planned.items() if p.computed}
     if not todo:
         return {}
@@ -114,11 +126,16 @@ async def explain(
     for wf in await wfs.newest(store, EARLIER_WORKFLOWS + 1, name=name, owner=owner, before=before):
         if wf["_id"] == exclude:
             continue
-        docs = await acts.of_workflow(store, wf["_id"], fields)
-        their_hashes = {d["local_id"]: d["hash"] for d in docs}
-        for d in docs:
+        left = [aid for aid in todo if aid not in nearest]
+        wanted = {*left, *(q for aid in left for q in todo[aid].spec.parents)}
+        found = await _actions(store, [f"{wf['_id']}.{aid}" for aid in wanted], fields)
+        # Parents it had then that it has no more: their hashes too, to name them.
+        gone = {f"{wf['_id']}.{q}" for d in found.values() for q in d.get("parent_local_ids", [])} - set(found)
+        found.update(await _actions(store, sorted(gone), fields) if gone else {})
+        their_hashes = {d["local_id"]: d["hash"] for d in found.values()}
+        for d in found.values():
             aid = d["local_id"]
-            if aid in todo and aid not in nearest and d.get("name") == todo[aid].spec.name:
+            if aid in left and d.get("name") == todo[aid].spec.name:
                 nearest[aid] = (d, their_hashes)
         if len(nearest) == len(todo):
             break
