@@ -63,3 +63,7 @@ async def test_the_dag_page_says_what_changed_and_flags_a_non_deterministic_acti
         await expect(p.locator("#why-computed")).to_contain_text("Same lineage as in " + second["id"])
         await expect(p.locator("#why-computed")).to_contain_text("forceComputation")
         await screenshot(p, "workflow-nondeterministic")
+
+        # The history page counts it.
+        await p.goto(system.base + "/history?resolution=1m")
+        await expect(p.locator(".nondeterministic-count")).to_have_text(" · ≠ 1 non-deterministic")
