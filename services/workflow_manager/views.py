@@ -15,6 +15,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.hashing import canonical
+from shared.lifecycle import misses
 from shared.states import ActionState, DatasetState, WorkflowState
 from shared.store import datasets as ds
 from shared.store.transitions import decode
@@ -71,8 +72,11 @@ class Miss(View):
     against: MissAgainst | None
 
 
-def miss_view(doc: dict[str, Any] | None) -> Miss | None:
-    return Miss.model_validate(doc) if doc else None
+def miss_view(a: dict[str, Any]) -> Miss | None:
+    """An action's ``miss`` (null stored: never computed before; absent: not explained)."""
+    if "miss" not in a:
+        return None
+    return Miss.model_validate(misses.Miss.of(a["miss"]).document())
 
 
 class PlannedAction(View):
@@ -179,7 +183,7 @@ def _planned_fields(a: dict[str, Any]) -> dict[str, Any]:
         "state": a["state"],
         "outputPath": a.get("output_path"),
         "follows": a.get("follows") or None,
-        "miss": miss_view(a.get("miss")),
+        "miss": miss_view(a),
     }
 
 

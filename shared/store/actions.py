@@ -42,7 +42,9 @@ class ActionDoc(TypedDict, total=False):
     leaf: bool  # no computed child reads it: kept as LEAF
     decision: str  # the plan's word: "compute" or "reuse"
     reason: str | None  # why (planner: stored, in_flight, takeover, replanned...), or why it ended
-    miss: dict[str, Any]  # computed: what changed since it was last computed (shared.lifecycle.misses)
+    # Computed: what changed since it was last computed (shared.lifecycle.misses.Miss.stored);
+    # null: never computed before; absent: planned before misses were explained.
+    miss: dict[str, Any] | None
     # Following a computation in flight (docs/state-machines.md, "Following"):
     follows: str  # FOLLOWING: the action computing its dataset
     followers: list[str]  # the actions following this one's computation
