@@ -14,9 +14,12 @@ from typing import Any
 
 import pytest
 
+from pingo.dev import all_services
 from shared.config import Settings
+from shared.runtime import running
 from tests.support.system import Api, make_settings, pingo
 from tests.support.workflows import JOBS, ROOT, shell_action
+from tests.system.test_users import Team, start_team
 
 
 @pytest.fixture
@@ -129,3 +132,29 @@ async def test_pingo_says_what_changed_in_a_dry_run_and_in_the_status(system: Ap
     wf = await submit_explained(system, body)
     text = await pingo(system.base, "status", wf["id"])
     assert "↯ 2 computed: command changed" in text and "↯ 3 computed: parent 2 changed" in text, text
+
+
+async def test_with_users_an_action_is_compared_with_its_owners_workflows_only(tmp_path: Path, mongo_url: str):
+    settings = make_settings(tmp_path, mongo_url)
+    ctx, tokens = await start_team(settings)
+    async with running(ctx, all_services):
+        anonymous = Api(settings)
+        await anonymous.open()
+        team = Team(anonymous, tokens, ctx)
+        try:
+            alice, bob = await team.api("alice"), await team.api("bob")
+            body = {"name": "mine", "actions": [shell_action(1, "u-a"), shell_action(2, "u-b", [1])]}
+            first = await alice.run(body)
+            changed = copy.deepcopy(body)
+            changed["actions"][0]["command"] = ["python3", "./synth.py"]
+            # bob's workflow of the same name is not compared with alice's: she is not shown to him.
+            his = await bob.run(changed)
+            assert {aid: s for aid, (s, _) in misses(his).items()} == dict.fromkeys((1, 2), "never computed before")
+            again = copy.deepcopy(body)
+            again["actions"][0]["command"] = ["python3", "-B", "synth.py"]
+            hers = await alice.run(again)
+            assert fields(hers) == {1: ["command"], 2: ["parent 1"]}
+            assert {m["against"]["workflow"] for m in (a["miss"] for a in hers["actions"])} == {first["id"]}
+        finally:
+            await team.close()
+            await anonymous.close()
