@@ -8,7 +8,11 @@ the body limit allows: chains (one action READY at once) or, with ``--shape
 independent``, actions without edges (every one READY, each announced by an event).
 Prints, per size: the time until the 201, and per action.
 
-    python benchmarks/planning.py [--sizes 100,1000,5000,max] [--shape chain|independent] [--processes]
+With ``--again``, each size is submitted a second time under the same name with every
+command changed: every action is computed, and each says what changed against the first
+(docs/planning.md, "Why an action is computed").
+
+    python benchmarks/planning.py [--sizes 100,1000,5000,max] [--shape chain|independent] [--processes] [--again]
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ def main() -> None:
     ap.add_argument("--shape", choices=("chain", "independent"), default="chain")
     ap.add_argument("--processes", action="store_true", help="the services as separate processes over RabbitMQ")
     ap.add_argument("--amqp-url", default="amqp://guest:guest@127.0.0.1:5672/")
+    ap.add_argument("--again", action="store_true", help="submit each size again, every action changed")
     args = ap.parse_args()
     edges = args.shape == "chain"
     server = processes_server(args.amqp_url, SUBMITTERS="0") if args.processes else dev_server(SUBMITTERS="0")
@@ -66,6 +71,16 @@ def main() -> None:
                 sys.exit(f"{n} actions: HTTP {status}: {out}")
             print(f"{n:>8} {len(body) // 1024:>8} {took:>9.2f} {1000 * took / n:>10.2f}", flush=True)
             last = out["id"]
+            if args.again:
+                body = workflow(n, tag + "-again", edges)
+                t = time.perf_counter()
+                status, out = call(f"{base}/api/v1/workflows", body)
+                took = time.perf_counter() - t
+                if status != 201:
+                    sys.exit(f"{n} actions again: HTTP {status}: {out}")
+                label = f"{n} again"
+                print(f"{label:>8} {len(body) // 1024:>8} {took:>9.2f} {1000 * took / n:>10.2f}", flush=True)
+                last = out["id"]
         t = time.perf_counter()
         status, _ = call(f"{base}/api/v1/workflows/{last}/kill", b"")
         answered = time.perf_counter() - t

@@ -291,6 +291,8 @@ def actions_table(actions: list[dict[str, Any]]) -> RenderableType:
             note = f"attempt {a.get('attempts')} failed; retry in {duration(max(0.0, a['retryAt'] - time.time()))}"
         elif len(a.get("attemptLog") or []) > 1:
             note = f"{len(a['attemptLog'])} attempts"
+        if a.get("nondeterministic"):
+            note = f"non-deterministic{'; ' + note if note else ''}"
         table.add_row(
             Text(GLYPH.get(a["state"], "?"), style=COLOUR.get(a["state"], "")),
             str(a["localId"]),
@@ -302,11 +304,30 @@ def actions_table(actions: list[dict[str, Any]]) -> RenderableType:
         errors.extend(attempt_lines(a))
         if a.get("state") == "READY" and a.get("held"):
             errors.append(Text(f"⏸ {a['localId']}: {a['held']}", style="yellow"))
+        errors.extend(audit_lines(a))
         if a.get("error"):
             error = Text(f"✗ {a['localId']}: ", style="bold red")
             error.append(str(a["error"]))
             errors.append(error)
     return Group(table, *errors) if errors else table
+
+
+def audit_lines(a: dict[str, Any]) -> list[Text]:
+    """Why a computed action was computed, when an earlier computation of it was compared
+    (docs/planning.md, "Why an action is computed"), and whether its output differs from
+    that lineage's last one ("Determinism audit")."""
+    lines = []
+    miss = a.get("miss") or {}
+    if a.get("decision") == "compute" and miss.get("against"):
+        line = Text(f"↯ {a['localId']} computed: ", style="dim")
+        line.append(str(miss["summary"]))
+        lines.append(line)
+    if flag := a.get("nondeterministic"):
+        line = Text(f"≠ {a['localId']} non-deterministic: ", style="bold yellow")
+        line.append(f"its output differs from its lineage's last ({flag['previousChecksum'][:12]} -> "
+                    f"{flag['checksum'][:12]})")  # fmt: skip
+        lines.append(line)
+    return lines
 
 
 def attempt_lines(a: dict[str, Any]) -> list[Text]:
@@ -443,7 +464,10 @@ def dry_run_view(plan: dict[str, Any]) -> RenderableType:
     table.add_column("why", overflow="fold")
     for a in plan["actions"]:
         decision = Text(a["decision"], style=DECISION_COLOUR.get(a["decision"], ""))
-        table.add_row(str(a["localId"]), a["name"], decision, a["hash"][:12], a["explanation"])
+        why = a["explanation"]
+        if a.get("miss"):  # what changed since it was last computed
+            why = f"{why}; {a['miss']['summary']}"
+        table.add_row(str(a["localId"]), a["name"], decision, a["hash"][:12], why)
     totals = ", ".join(f"{n} {what}" for what, n in plan["totals"].items())
     inputs = input_lines(plan["actions"])
     head = Text(f"dry run of {plan['name']}: {totals}; nothing was submitted")

@@ -33,7 +33,7 @@ from shared.logs import configure_logging
 from shared.ops import OpsServer
 from shared.storage import Storage, make_storage
 from shared.storage.identity import StorageIdentity
-from shared.store import Store, connect
+from shared.store import Store, budget, connect
 from shared.store.catalogue import StorageMismatch, bind_storage
 from shared.store.client import UNREACHABLE as STORE_UNREACHABLE
 from shared.store.embedded import EmbeddedMongo
@@ -130,6 +130,7 @@ class Context:
                 await bind_storage(store, StorageIdentity.of(settings), catalogue_name(settings))
             except StorageMismatch as exc:
                 raise CannotStart(str(exc)) from None
+            await budget.document(store)
             bus = make_bus(settings)
             await until_reachable(f"the broker at {redact(settings.amqp_url)}", bus.start, (BrokerUnreachable,))
         except BaseException:

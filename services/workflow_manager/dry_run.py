@@ -13,15 +13,17 @@ meantime, a race for a claim lost).
 from __future__ import annotations
 
 import posixpath
+import time
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
 from services.workflow_manager.queries import Query
-from services.workflow_manager.views import InputView, View, input_views
+from services.workflow_manager.views import InputView, Miss, View, input_views
 from shared.hashing import workflow_hashes
 from shared.inputs import changes
 from shared.lifecycle.claims import Claim, meaning, whole
+from shared.lifecycle.misses import explain
 from shared.planning import PlannedAction, plan
 from shared.runtime import Context
 from shared.storage import Storage
@@ -70,6 +72,7 @@ class DryRunAction(View):
     inputs: list[DryRunInput] = Field(
         default_factory=list, description="The external inputs it reads, and how each changed since last used"
     )
+    miss: Miss | None = Field(None, description="compute: what changed since the same action was last computed")
 
 
 class DryRunTotals(View):
@@ -143,13 +146,16 @@ def _explanation(p: PlannedAction, gate: ReadOnlyGate) -> str:
     return f"being computed right now by {p.follows}: waits for that computation"
 
 
-async def dry_run(ctx: Context, spec: WorkflowSpec, paths: dict, prints: dict[ActionId, str]) -> DryRun:
-    """The plan a submission of the validated ``spec`` would make now; writes nothing."""
+async def dry_run(
+    ctx: Context, spec: WorkflowSpec, paths: dict, prints: dict[ActionId, str], owner: str | None = None
+) -> DryRun:
+    """The plan a submission of the validated ``spec`` by ``owner`` would make now; writes nothing."""
     hashes = workflow_hashes(spec, prints)
     known = await ds.get_many(ctx.store, list(hashes.values()))
     gate = ReadOnlyGate(ctx.storage, known, ctx.settings.verify_reuse)
     planned = await plan(spec, hashes, gate, prints)
     previous = await seen_inputs.last_seen(ctx.store, [i["path"] for a in spec.actions for i in a.inputs])
+    misses = await explain(ctx.store, spec.name, owner, planned, hashes, before=time.time())
     rows = []
     for aid in sorted(planned, key=id_order):
         p = planned[aid]
@@ -178,6 +184,7 @@ async def dry_run(ctx: Context, spec: WorkflowSpec, paths: dict, prints: dict[Ac
             DryRunAction(
                 localId=aid, name=p.spec.name, hash=p.hash, decision=decision, reason=p.reason,
                 explanation=explanation, parents=p.spec.parents, outputPath=output, follows=follows, inputs=inputs,
+                miss=Miss.model_validate(misses[aid].document()) if aid in misses else None,
             )
         )  # fmt: skip
     totals = {d: sum(r.decision == d for r in rows) for d in ("compute", "reuse", "skip", "follow")}

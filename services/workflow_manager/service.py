@@ -166,7 +166,7 @@ class WorkflowManager:
                 violations=[v.model_dump(exclude_none=True) for v in violations],
             )
         if q.dryRun:  # the plan a submission would make now; nothing is written (a key is ignored)
-            plan = await dry_run(self.ctx, spec, paths, prints)
+            plan = await dry_run(self.ctx, spec, paths, prints, owner)
             return answer(await sharing.for_caller(self.ctx.store, plan, auth.identity(request)))
         wf_id, held = new_workflow_id(), None
         if key is not None:  # a retry of a submission answers it (docs/api.md, "Retrying a submission")

@@ -16,8 +16,17 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.hashing import canonical
+from shared.lifecycle import misses
 from shared.states import ActionState, DatasetState, WorkflowState
-from shared.store.records import ActionRecord, AttemptRecord, DatasetRecord, Move, WorkflowBrief, WorkflowRecord
+from shared.store.records import (
+    UNEXPLAINED,
+    ActionRecord,
+    AttemptRecord,
+    DatasetRecord,
+    Move,
+    WorkflowBrief,
+    WorkflowRecord,
+)
 from shared.workflow_spec import masked_parameters
 
 ActionId = int | str
@@ -61,6 +70,39 @@ def input_views(definition: dict[str, Any] | None) -> list[InputView]:
     return [InputView(path=i["path"], fingerprint={k: v for k, v in i.items() if k != "path"}) for i in inputs]
 
 
+class LineageChange(View):
+    field: str = Field(
+        description="What changed, as a path into the lineage: a field of the definition (command, "
+        "additionalInput[1].value, actionFolderFingerprint...), another key of the lineage, or parent"
+    )
+    old: str | None = Field(description="Its value then (a parent: its hash); null: it was absent")
+    new: str | None = Field(description="Its value now; null: it is absent now")
+    parent: str | None = Field(None, description="field parent: the parent's id, whose output is another dataset now")
+
+
+class MissAgainst(View):
+    workflow: str = Field(description="The earlier workflow of the same name")
+    action: str = Field(description="Its action of the same name and id")
+    hash: str
+    state: str | None = Field(description="That action's dataset's state now (null: none)")
+
+
+class Miss(View):
+    """Why an action is computed: what changed against the nearest stored lineage of the
+    same action (docs/planning.md, "Why an action is computed")."""
+
+    summary: str = Field(description="In words; 'never computed before' when no earlier lineage exists")
+    changes: list[LineageChange]
+    against: MissAgainst | None
+
+
+def miss_view(a: ActionRecord) -> Miss | None:
+    """An action's ``miss`` (null stored: never computed before; absent: not explained)."""
+    if a.miss is UNEXPLAINED:
+        return None
+    return Miss.model_validate(misses.Miss.of(a.miss).document())
+
+
 class PlannedActionView(View):
     """An action as planned: what a submission answers, per action."""
 
@@ -84,6 +126,7 @@ class PlannedActionView(View):
         "from or by it): that workflow's ids and job are not shown (docs/users.md)",
     )
     inputs: list[InputView] = Field(default_factory=list, description="The external inputs it reads")
+    miss: Miss | None = Field(None, description="Computed: what changed since the same action was last computed")
 
 
 class Attempt(View):
@@ -104,6 +147,23 @@ def attempt_view(r: AttemptRecord) -> Attempt:
         attempt=r.attempt, jobId=r.job_id, executor=r.executor, submittedAt=r.submitted_at, startedAt=r.started_at,
         endedAt=r.ended_at, outcome=r.outcome, error=r.error,
     )  # fmt: skip
+
+
+class NonDeterminism(View):
+    """A recomputation of a lineage whose output differs from the one its last commit
+    recorded (docs/planning.md, "Determinism audit")."""
+
+    previousChecksum: str
+    checksum: str
+    previousAction: str | None = Field(description="The action whose commit recorded the previous checksum")
+
+
+def nondeterminism_view(doc: dict[str, Any] | None) -> NonDeterminism | None:
+    if not doc:
+        return None
+    return NonDeterminism(
+        previousChecksum=doc["previous_checksum"], checksum=doc["checksum"], previousAction=doc.get("previous_action")
+    )
 
 
 class Action(PlannedActionView):
@@ -138,6 +198,9 @@ class Action(PlannedActionView):
     inputChanged: list[dict[str, Any]] | None = Field(
         None, description="Inputs that changed while it ran ({path, changes}): its output is not reused"
     )
+    nondeterministic: NonDeterminism | None = Field(
+        None, description="Its output differs from what its lineage's last computation made"
+    )
 
 
 def _planned_fields(a: ActionRecord) -> dict[str, Any]:
@@ -152,6 +215,7 @@ def _planned_fields(a: ActionRecord) -> dict[str, Any]:
         "outputPath": a.output_path,
         "follows": a.follows or None,
         "inputs": input_views(a.definition),
+        "miss": miss_view(a),
     }
 
 
@@ -187,6 +251,7 @@ def action_view(a: ActionRecord) -> Action:
         successor=a.successor,
         takeoverOf=a.takeover_of,
         inputChanged=a.input_changed,
+        nondeterministic=nondeterminism_view(a.nondeterministic),
     )
 
 
@@ -283,6 +348,9 @@ class Dataset(View):
     inputChanged: list[dict[str, Any]] | None = Field(
         None, description="Made from inputs that changed while it was computed ({path, changes}): not reused"
     )
+    nondeterministicCount: int = Field(
+        0, description="Recomputations whose output differed from the one recorded before (docs/planning.md)"
+    )
     lastUsedAt: float | None
     createdAt: float | None
     updatedAt: float | None
@@ -324,6 +392,7 @@ def dataset_view(
         neverStored=d.state == DatasetState.DELETED and d.committed_at is None,
         workflow=WorkflowLink(id=wf_id, name=(names or {}).get(wf_id), href=workflow_href(wf_id)) if wf_id else None,
         inputChanged=d.input_changed,
+        nondeterministicCount=d.nondeterministic_count,
         lastUsedAt=d.last_used_at,
         createdAt=d.created_at,
         updatedAt=d.updated_at,
@@ -539,6 +608,9 @@ class Totals(View):
     )
     bytes_written: int
     bytes_deleted: int
+    actions_nondeterministic: int = Field(
+        0, description="Recomputations whose output differed from their lineage's last one (docs/planning.md)"
+    )
     failures: dict[str, int] = Field(description="Failed actions by reason")
 
 

@@ -213,7 +213,11 @@ _REOPEN = Effect(open_delta=1, after=ACTION_REOPENABLE)
 
 
 def _computed(d: Doc) -> dict[str, float]:
-    return {"actions_computed": 1, "compute_seconds": d.get("seconds") or 0.0, "bytes_written": d.get("size") or 0}
+    return {
+        "actions_computed": 1, "compute_seconds": d.get("seconds") or 0.0, "bytes_written": d.get("size") or 0,
+        # A recomputation whose output differs from its lineage's last (docs/planning.md, "Determinism audit").
+        "actions_nondeterministic": 1 if d.get("nondeterministic") else 0,
+    }  # fmt: skip
 
 
 ACTION_EFFECTS: dict[ActionState, tuple[Effect, ...]] = {

@@ -45,6 +45,17 @@ A = ActionState
 KILL_CONCURRENCY = 16
 
 
+def nondeterminism(before: dict[str, Any] | None, checksum: str | None) -> dict[str, Any] | None:
+    """The determinism audit (docs/planning.md, "Determinism audit"): a lineage computed
+    again (forced, invalidated, lost, deleted) whose output's checksum differs from the one
+    recorded at its last commit (``before``: its dataset as read before this commit). What
+    is recorded then; None when it is the same, or either checksum is unknown."""
+    previous = (before or {}).get("checksum")
+    if previous is None or checksum is None or previous == checksum:
+        return None
+    return {"previous_checksum": previous, "checksum": checksum, "previous_action": (before or {}).get("produced_by")}
+
+
 @dataclass
 class Outcomes:
     store: Store
@@ -178,6 +189,7 @@ class Outcomes:
         # a later check at the checksum level compares against. An unmanaged output is never reused.
         found = await self.storage.integrity(final, checksum=bool(action.get("managed")))
         size = found.size if found else None
+        differs = nondeterminism(current, found.checksum if found else None)
         started = status.started_at or action.get("submitted_at") or time.time()
         seconds = max(0.0, (status.ended_at or time.time()) - started)
         if action.get("managed"):
@@ -192,6 +204,9 @@ class Outcomes:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
                 return None
             await reserving.committed(self.store, action)  # its real size is counted now
+            if differs is not None:
+                log.warning("%s: its output differs from its lineage's last one (%s)", action["_id"], action["hash"])
+                await ds.flag_nondeterministic(self.store, action["hash"], differs)
         if changed and action.get("children"):  # before they may start: their outputs are tainted too
             await acts.note_input_changed(self.store, action["children"], changed)
         # Its children first: their input is stored, and readying them is what a chain's hop
@@ -209,6 +224,7 @@ class Outcomes:
                 "ended_at": status.ended_at,
                 "started_at": status.started_at or action.get("started_at"),
                 "input_changed": changed or None,
+                **({"nondeterministic": differs} if differs is not None else {}),
             },
         )  # fmt: skip
         if done is not None:

@@ -27,6 +27,7 @@ from shared.config import Settings
 from shared.errors import PingoError
 from shared.hashing import workflow_hashes
 from shared.lifecycle.claims import Claim, meaning, whole
+from shared.lifecycle.misses import Miss, explain
 from shared.lifecycle.moves import Mover, outcome
 from shared.metrics import REUSE_HITS, SAVED_SECONDS
 from shared.planning import PlannedAction, plan
@@ -399,6 +400,19 @@ def action_documents(
     return docs
 
 
+async def explained(
+    store: Store, name: str, owner: str | None, planned: dict[ActionId, PlannedAction], hashes: dict[ActionId, str],
+    now: float, wf_id: str,
+) -> dict[ActionId, Miss]:  # fmt: skip
+    """What changed since each computed action was last computed (``shared.lifecycle.misses``).
+    Advice, not the plan: a failure to explain leaves it out and fails nothing."""
+    try:
+        return await explain(store, name, owner, planned, hashes, before=now, exclude=wf_id)
+    except Exception:
+        log.warning("%s: could not say why its actions are computed", wf_id, exc_info=True)
+        return {}
+
+
 def new_workflow_id() -> str:
     return f"wf-{uuid.uuid4().hex[:12]}"
 
@@ -451,8 +465,16 @@ class Submitter:
                     aid: paths.get(aid, {}).get("output_path") or posixpath.join(self.storage.root, p.hash)
                     for aid, p in planned.items()
                 }
-                await prepare_datasets(gate, planned, output_of)
+                # Why each computed action is computed (a few reads), read while the datasets are
+                # prepared: what prepare_datasets turns into a follower is left out below.
+                misses, _ = await asyncio.gather(
+                    explained(store, spec.name, owner, planned, hashes, now, wf_id),
+                    prepare_datasets(gate, planned, output_of),
+                )
                 docs = action_documents(wf_id, spec, planned, paths, output_of, now, gate.known, owner)
+                for d in docs:
+                    if d["decision"] == "compute" and d["local_id"] in misses:
+                        d["miss"] = misses[d["local_id"]].stored()
                 # Actions become claimable by the action managers once inserted: insert them only
                 # while this planner provably holds the workflow, so the sweep cannot undo it under them.
                 if not await lease.renew():

@@ -43,6 +43,9 @@ class ActionDoc(TypedDict, total=False):
     leaf: bool  # no computed child reads it: kept as LEAF
     decision: str  # the plan's word: "compute" or "reuse"
     reason: str | None  # why (planner: stored, in_flight, takeover, replanned...), or why it ended
+    # Computed: what changed since it was last computed (shared.lifecycle.misses.Miss.stored);
+    # null: never computed before; absent: planned before misses were explained.
+    miss: dict[str, Any] | None
     # Following a computation in flight (docs/state-machines.md, "Following"):
     follows: str  # FOLLOWING: the action computing its dataset
     followers: list[str]  # the actions following this one's computation
@@ -109,6 +112,8 @@ class ActionDoc(TypedDict, total=False):
     # output is kept but not reused (docs/planning.md, "External inputs").
     input_changed: list[dict[str, Any]] | None
     upstream_input_changed: list[dict[str, Any]]
+    # Its output differs from its lineage's last commit: the checksums (ending.nondeterminism).
+    nondeterministic: dict[str, Any]
 
 
 async def insert_many(store: Store, docs: list[ActionDoc]) -> None:

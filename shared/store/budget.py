@@ -78,7 +78,9 @@ async def counted_bytes(store: Store) -> int:
     return await _sum(store, COUNTED)
 
 
-async def _document(store: Store) -> dict[str, Any]:
+async def document(store: Store) -> dict[str, Any]:
+    """The budget's document, written by the first process that opens the store (so a
+    service's timer never writes it later, in the middle of something else)."""
     doc = await store.budget.find_one({"_id": BUDGET})
     if doc is not None:
         return doc
@@ -97,7 +99,7 @@ async def reserve(store: Store, action_id: str, n: int, capacity: int) -> str | 
     ``version``: the write is then refused and tried again on a fresh reading."""
     wanted = f"wanted.{_key(action_id)}"
     while True:
-        doc = await _document(store)
+        doc = await document(store)
         version = int(doc.get("version") or 0)
         held = await held_bytes(store)
         key = uuid.uuid4().hex
@@ -113,7 +115,7 @@ async def reserve(store: Store, action_id: str, n: int, capacity: int) -> str | 
         )
         if res is not None:
             return key
-        now_doc = await _document(store)
+        now_doc = await document(store)
         if int(now_doc.get("version") or 0) != version:
             continue  # a release since: read again
         reserved = int(now_doc.get("reserved") or 0)
@@ -145,14 +147,14 @@ async def unwant(store: Store, action_id: str) -> None:
 async def pending(store: Store, fresh_after: float) -> tuple[int, int]:
     """What the decision service frees for besides what is stored: (bytes reserved, bytes
     wanted by actions held since ``fresh_after``; an older want is one nobody renewed)."""
-    doc = await _document(store)
+    doc = await document(store)
     wanted = sum(int(w.get("bytes") or 0) for w in (doc.get("wanted") or {}).values() if w.get("at", 0) > fresh_after)
     return int(doc.get("reserved") or 0), wanted
 
 
 async def holds(store: Store) -> dict[str, dict[str, Any]]:
     """Every reservation held, by key."""
-    return (await _document(store)).get("holds") or {}
+    return (await document(store)).get("holds") or {}
 
 
 async def expected_by_name(store: Store, name: str) -> int | None:

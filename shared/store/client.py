@@ -60,6 +60,9 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
         ([("created_at", ASCENDING)], {}),
         # Ended workflows whose webhooks are not yet in the outbox (docs/webhooks.md).
         ([("webhooks_due", ASCENDING)], {}),
+        # The earlier workflows of a name: what a computed action is compared with (docs/planning.md).
+        ([("name", ASCENDING)], {}),
+        ([("name", ASCENDING), ("created_at", ASCENDING)], {}),
     ],
     "webhook_deliveries": [
         ([("state", ASCENDING), ("next_try_at", ASCENDING)], {}),

@@ -439,6 +439,14 @@ async def record_output(
     return await get(store, h)
 
 
+async def flag_nondeterministic(store: Store, h: str, record: dict[str, Any]) -> None:
+    """A recomputation of ``h`` made other bytes than its last commit (``record``: the
+    checksums, docs/planning.md, "Determinism audit"): kept with the dataset, counted."""
+    await store.datasets.update_one(
+        {"_id": h}, {"$set": {"nondeterministic": {**record, "at": time.time()}}, "$inc": {"nondeterministic_count": 1}}
+    )
+
+
 RELEASE_CHUNK = 500
 
 

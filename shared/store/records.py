@@ -13,7 +13,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
+
+
+class Unexplained(Enum):
+    """An action's ``miss`` that was never worked out: the key is absent from its document
+    (where a stored null means 'never computed before')."""
+
+    UNEXPLAINED = "unexplained"
+
+
+UNEXPLAINED = Unexplained.UNEXPLAINED
 
 
 @dataclass(slots=True)
@@ -116,6 +127,7 @@ class DatasetRecord(_History):
     pinned: bool = False  # by a user: never chosen for eviction
     expires_at: float | None = None  # deleted once past, when nothing needs it
     withdrawn: dict[str, Any] | None = None  # INVALIDATED by hand or by expiry: {by, at, ...}
+    nondeterministic_count: int = 0  # recomputations whose output differed from the one recorded
     stored_history: list[Any] | None = None  # as stored: read it as ``history``
 
     @classmethod
@@ -127,7 +139,8 @@ class DatasetRecord(_History):
             get("compute_seconds_total") or 0.0, int(get("compute_count") or 0), get("use_count", 0),
             get("claims", []), get("producers", []), get("produced_by"), get("owner"), get("last_used_at"),
             get("created_at"), get("updated_at"), get("lineage"), get("input_changed"),
-            get("pinned", False), get("expires_at"), get("withdrawn"), get("history"),
+            get("pinned", False), get("expires_at"), get("withdrawn"),
+            get("nondeterministic_count") or 0, get("history"),
         )  # fmt: skip
 
     @property
@@ -209,6 +222,10 @@ class ActionRecord(_History):
     input_changed: list[dict[str, Any]] | None = None  # external inputs that changed while it ran
     held: dict[str, Any] | None = None  # READY but not started: {reason, message} (the storage budget)
     expected_bytes: int | None = None  # declared expectedBytes
+    # What changed since it was last computed (null: never computed before); UNEXPLAINED
+    # where no miss was worked out (not computed, or stored before misses were).
+    miss: dict[str, Any] | Unexplained | None = UNEXPLAINED
+    nondeterministic: dict[str, Any] | None = None  # its output differs from its lineage's last one
     stored_history: list[Any] | None = None  # as stored: read it as ``history``
 
     @classmethod
@@ -223,5 +240,6 @@ class ActionRecord(_History):
             get("retry_at"), get("retries"), get("timeout_seconds"), get("submit_errors", 0), get("job_id"),
             get("created_at"), get("submitted_at"), get("started_at"), get("finished_at"), get("seconds"),
             get("size"), get("error"), get("followers", []), get("successor"), get("takeover_of"),
-            get("definition"), get("input_changed"), get("held"), get("expected_bytes"), get("history"),
+            get("definition"), get("input_changed"), get("held"), get("expected_bytes"),
+            get("miss", UNEXPLAINED), get("nondeterministic"), get("history"),
         )  # fmt: skip

@@ -27,6 +27,7 @@ COUNTERS = (
     "saved_others_seconds",
     "bytes_written",
     "bytes_deleted",
+    "actions_nondeterministic",
 )
 FAILURE_PREFIX = "failures:"
 # The per-user key of work done while users were off (no workflow had an owner): counted

@@ -213,3 +213,16 @@ class Processes(Api):
         for proc in procs:
             proc.wait(timeout=20)
         await self.close()
+
+
+async def pingo(base: str, *args: str) -> str:
+    """``pingo ARGS --url BASE`` as a person runs it, its output's words (plain text: a
+    pipe; rich wraps long lines, so they are compared as words). Run as a subprocess of
+    the test's event loop, which keeps serving the in-process services meanwhile."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pingo.cli", *args, "--url", base, cwd=ROOT, env={**os.environ, "COLUMNS": "200"},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    return " ".join(out.decode().split())

@@ -58,7 +58,8 @@ async def recount(api: Api, width: int) -> dict[float, Counter]:
         add(w["created_at"], workflows_submitted=1)
     async for a in api.db.actions.find():
         if a["state"] == "FINISHED":
-            add(a["finished_at"], actions_computed=1, compute_seconds=a["seconds"], bytes_written=a["size"] or 0)
+            add(a["finished_at"], actions_computed=1, compute_seconds=a["seconds"], bytes_written=a["size"] or 0,
+                actions_nondeterministic=1 if a.get("nondeterministic") else 0)  # fmt: skip
         elif a["state"] in ("REUSED", "SKIPPED"):
             add(a["created_at"], **{f"actions_{a['state'].lower()}": 1}, saved_seconds=a["saved_seconds"])
         elif a["state"] in ("FAILED", "KILLED"):

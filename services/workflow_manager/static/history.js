@@ -137,7 +137,10 @@ async function draw() {
   const totals = Pingo.el("p", { class: "totals" },
     `${t.workflows_submitted} workflows · ${t.actions_computed} computed · ${t.actions_reused} reused · `,
     `${Pingo.seconds(t.compute_seconds)} spent · ${Pingo.seconds(t.saved_seconds)} saved by reuse · `,
-    `${Pingo.bytes(t.bytes_written)} written · ${Pingo.bytes(t.bytes_deleted)} deleted`);
+    `${Pingo.bytes(t.bytes_written)} written · ${Pingo.bytes(t.bytes_deleted)} deleted`,
+    // Recomputations that made other bytes than their lineage's last (docs/planning.md, "Determinism audit").
+    t.actions_nondeterministic ? Pingo.el("span", { class: "nondeterministic-count" },
+      ` · ≠ ${t.actions_nondeterministic} non-deterministic`) : null);
   const users = Object.entries(stats.byUser || {});
   const byUser = users.length ? Pingo.el("table", { id: "by-user" },
     Pingo.el("thead", {}, Pingo.el("tr", {}, ["user", "computed", "reused", "spent", "saved", "from others"]

@@ -12,6 +12,7 @@ let selected = new URLSearchParams(window.location.search).get("action");
 let layoutKey = null;
 
 function mark(a) {
+  if (a.nondeterministic) return "≠ ";
   if (a.state === "REUSED") return "♻ ";
   if (a.state === "SKIPPED") return "↷ ";
   if (a.state === "FAILED" || a.state === "KILLED") return "✗ ";
@@ -87,11 +88,13 @@ function drawGraph(wf) {
     }
     const decision = a.state === "REUSED" ? "reused" : a.state === "SKIPPED" ? "skipped" : "computed";
     const node = Pingo.el("g", {
-      class: `node ${Pingo.stateClass(a.state)} ${decision}${selected === id ? " selected" : ""}`,
+      class: `node ${Pingo.stateClass(a.state)} ${decision}${a.nondeterministic ? " nondeterministic" : ""}${
+        selected === id ? " selected" : ""}`,
       transform: at,
       "data-action": id, "data-state": a.state, "data-decision": decision, tabindex: 0,
     },
-    Pingo.el("title", {}, `${a.name} — ${a.state}${a.reason ? ` (${a.reason})` : ""}`),
+    Pingo.el("title", {}, `${a.name} — ${a.state}${a.reason ? ` (${a.reason})` : ""}${
+      a.miss ? `\n${a.miss.summary}` : ""}${a.nondeterministic ? "\nnon-deterministic" : ""}`),
     Pingo.el("rect", { width: NODE_W, height: NODE_H, rx: 8, ry: 8 }),
     Pingo.el("text", { x: 10, y: 19, class: "name" }, `${mark(a)}${a.name}`.slice(0, 24)),
     Pingo.el("text", { x: 10, y: 36, class: "sub" }, `${a.state.toLowerCase()}${a.seconds ? ` · ${Pingo.seconds(a.seconds)}` : ""}`));
@@ -108,7 +111,7 @@ function legend() {
     item("state-finished", "finished"), item("state-running", "running"), item("state-ready", "ready / waiting"),
     item("state-retrying", "retrying"), item("state-failed", "failed"), item("state-killed", "killed"),
     item("state-reused reused", "♻ reused (not computed)"), item("state-skipped skipped", "↷ skipped (not needed)"),
-    item("input", "◇ external input"));
+    item("input", "◇ external input"), item("nondeterministic", "≠ non-deterministic"));
 }
 
 function field(label, value, cls) {
@@ -156,6 +159,43 @@ async function reusedFrom(a) {
   }
   return Pingo.el("p", { id: "reused-from" }, "Its output was taken from the stored dataset ", dataset,
     d.othersActions ? ", computed by another user's workflow (not shown to you)." : ".");
+}
+
+// Why a computed action was computed: what changed since the same action (same name and
+// id, an earlier workflow of the same name) was computed, field by field (docs/planning.md,
+// "Why an action is computed"). A parent is a link to it in this workflow.
+function whyComputed(a, actions) {
+  const m = a.miss;
+  if (!m) return null;
+  const byLocal = new Map(actions.map((x) => [String(x.localId), x]));
+  const what = (c) => {
+    if (!c.parent) return Pingo.el("span", { class: "mono" }, c.field);
+    const p = byLocal.get(String(c.parent));
+    return ["parent ", p ? Pingo.el("a", { href: actionHref(wfId, p.id), "data-select": p.id }, p.name) : c.parent];
+  };
+  const value = (v, parent) => (v === null ? "–" : Pingo.el("span", { class: "mono", title: v },
+    parent ? v.slice(0, 12) : v));
+  const rows = m.changes.map((c) => Pingo.el("tr", { "data-field": c.parent ? `parent ${c.parent}` : c.field },
+    Pingo.el("td", {}, what(c)), Pingo.el("td", {}, value(c.old, c.parent)), Pingo.el("td", {}, value(c.new, c.parent))));
+  const state = { STORED: "stored", LEAF: "stored", STORED_TO_DELETE: "about to be deleted" }[m.against?.state]
+    || (m.against?.state || "gone").toLowerCase();
+  const against = m.against ? [" Compared with ", Pingo.el("a", { href: actionHref(m.against.workflow, m.against.action) },
+    m.against.workflow), `, whose output is ${state} now.`] : [];
+  const said = m.changes.length ? `${m.changes.length} change(s) since it was last computed.` : `${m.summary}.`;
+  return Pingo.el("section", { id: "why-computed" }, Pingo.el("h3", {}, "Why computed"),
+    Pingo.el("p", {}, said[0].toUpperCase() + said.slice(1), ...against),
+    rows.length ? Pingo.el("table", { class: "changes" }, Pingo.el("thead", {}, Pingo.el("tr", {},
+      ["what changed", "then", "now"].map((h) => Pingo.el("th", {}, h)))), Pingo.el("tbody", {}, rows)) : null);
+}
+
+// A recomputation whose output differs from the one its lineage's last computation made.
+function nondeterministic(a) {
+  const n = a.nondeterministic;
+  if (!n) return null;
+  return Pingo.el("p", { id: "nondeterministic", class: "warning" }, "≠ Non-deterministic: this computation of its ",
+    "lineage made other bytes than the last one (checksum ", Pingo.el("span", { class: "mono", title: n.previousChecksum },
+      n.previousChecksum.slice(0, 12)), " then, ", Pingo.el("span", { class: "mono", title: n.checksum },
+      n.checksum.slice(0, 12)), " now). What reuses it may not get what an earlier run got.");
 }
 
 // The actions below ``a`` that reused a stored output: why ``a`` was not needed.
@@ -215,6 +255,7 @@ async function details(a) {
     Pingo.el("h2", {}, a.name, " ", Pingo.badge(a.state)),
     a.state === "REUSED" ? await reusedFrom(a) : null,
     a.state === "SKIPPED" ? skippedBecause(a, current.actions) : null,
+    nondeterministic(a),
     Pingo.el("dl", {},
       field("action", a.id, "mono"), field("planned", outcome(a)),
       field("submitted", Pingo.when(a.submittedAt)), field("started", Pingo.when(a.startedAt)),
@@ -228,7 +269,8 @@ async function details(a) {
       a.error ? field("error", a.error, "error") : []),
     attempts.length ? Pingo.el("table", { class: "attempts" }, Pingo.el("thead", {}, Pingo.el("tr", {},
       ["#", "job", "outcome", "started", "ended"].map((h) => Pingo.el("th", {}, h)))),
-      Pingo.el("tbody", {}, attempts)) : null);
+      Pingo.el("tbody", {}, attempts)) : null,
+    a.decision === "compute" ? whyComputed(a, current.actions) : null);
   const ran = a.attempts || (a.attemptLog || []).length;
   if (ran) {
     panel.append(Pingo.el("h3", {}, "stdout (last 200 lines)"), await logPane(a, "stdout"),
