@@ -1,0 +1,126 @@
+"""Apache Oozie 5.2.1 itself (``real_hadoop``), on Java 17 against the session's real mini
+cluster (pingo/minicluster/oozie_server.py; docs/hadoop-protocol.md, "Apache Oozie on this
+machine"). Pingo's Oozie client submits a workflow the way Pingo's Oozie executor does (the
+app under Pingo's folder, ``user.name`` Pingo, ``doAs`` the owner, an external id, a
+notification URL): an fs action in the server, then a shell action as a real YARN
+application whose launcher calls back to ``/callback``; Oozie tells Pingo the workflow's
+end on its notification URL."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+from aiohttp import web
+
+from pingo.minicluster.classpath import Unavailable
+from pingo.minicluster.oozie_server import OozieServer
+from pingo.ports import free_ports
+from shared.hadoop.oozie import TERMINAL, Oozie
+from shared.hadoop.webhdfs import WebHdfs
+
+pytestmark = pytest.mark.real_hadoop
+JOB_TIMEOUT = 240.0
+OWNER = "alice"  # in a group Pingo may act for (tests/support/hadoop_targets.py)
+
+WORKFLOW = """<workflow-app xmlns="uri:oozie:workflow:1.0" name="pingo-hello">
+  <start to="mkdir"/>
+  <action name="mkdir">
+    <fs><mkdir path="${nameNode}${made}"/></fs>
+    <ok to="hello"/><error to="fail"/>
+  </action>
+  <action name="hello">
+    <shell xmlns="uri:oozie:shell-action:1.0">
+      <resource-manager>${jobTracker}</resource-manager>
+      <name-node>${nameNode}</name-node>
+      <exec>echo</exec><argument>greeting=hello</argument>
+      <capture-output/>
+    </shell>
+    <ok to="end"/><error to="fail"/>
+  </action>
+  <kill name="fail"><message>failed [${wf:errorMessage(wf:lastErrorNode())}]</message></kill>
+  <end name="end"/>
+</workflow-app>
+"""
+
+
+@pytest.fixture(scope="module")
+def real_oozie(real_hadoop_cluster, tmp_path_factory: pytest.TempPathFactory):
+    server = OozieServer(tmp_path_factory.mktemp("oozie"), real_hadoop_cluster)
+    try:
+        server.start()
+    except Unavailable as exc:
+        pytest.fail(f"Apache Oozie could not start: {exc}")
+    print(f"Apache Oozie healthy in {server.started_in:.1f} s, {server.rss() / 2**20:.0f} MB resident")
+    yield server
+    server.stop()
+
+
+async def test_a_workflow_submitted_by_pingos_client_runs_on_real_oozie_and_yarn(real_oozie: OozieServer) -> None:
+    cluster = real_oozie.cluster
+    # The owner's home: Oozie stages each launcher under it, as the owner.
+    cluster.webhdfs("PUT", f"/user/{OWNER}", "MKDIRS")
+    cluster.webhdfs("PUT", f"/user/{OWNER}", "SETOWNER", owner=OWNER)
+    external_id = f"real-oozie-{uuid.uuid4().hex[:8]}"
+    app = f"{cluster.hdfs_root}/oozie-apps/{external_id}"
+    made = f"/user/{OWNER}/{external_id}"
+    fs = WebHdfs(cluster.webhdfs_url, cluster.hdfs_user)
+    notified: list[dict[str, str]] = []
+    runner, notify_url = await _notification_listener(notified)
+    oozie = Oozie(real_oozie.url, cluster.hdfs_user)
+    try:
+        await fs.mkdirs(app)
+        await fs.create(f"{app}/workflow.xml", WORKFLOW.encode())
+        assert 2 in await oozie.versions()
+        properties = {
+            "user.name": cluster.hdfs_user,
+            "oozie.wf.application.path": f"{cluster.name_node}{app}",
+            "nameNode": cluster.name_node,
+            "jobTracker": cluster.resource_manager,
+            "oozie.wf.external.id": external_id,
+            "oozie.wf.workflow.notification.url": f"{notify_url}?id=$jobId&status=$status",
+            "made": made,
+        }
+        job_id = await oozie.submit(properties, external_id, do_as=OWNER)
+        assert job_id.endswith("-W")
+        assert await oozie.find(external_id) == job_id  # a repeated submission finds it
+        started = time.monotonic()
+        status = await oozie.status(job_id)
+        while status not in TERMINAL and time.monotonic() - started < JOB_TIMEOUT:
+            await asyncio.sleep(2)
+            status = await oozie.status(job_id)
+        info = await oozie.info(job_id)
+        assert status == "SUCCEEDED", info
+        assert info["user"] == OWNER  # doAs: the job is the owner's, not Pingo's
+        actions = {a["name"]: a for a in info["actions"]}
+        assert actions["mkdir"]["status"] == "OK"
+        assert actions["hello"]["status"] == "OK"
+        assert actions["hello"]["externalId"].startswith("application_")  # a real YARN application
+        assert "greeting=hello" in actions["hello"]["data"]  # capture-output, read back by Oozie
+        assert (await fs.status(made))["owner"] == OWNER  # the fs action ran as the owner
+        deadline = time.monotonic() + 30
+        while not any(n["status"] == "SUCCEEDED" for n in notified) and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+        assert {"id": job_id, "status": "SUCCEEDED"} in notified
+    finally:
+        await oozie.close()
+        await fs.close()
+        await runner.cleanup()
+
+
+async def _notification_listener(into: list[dict[str, str]]) -> tuple[web.AppRunner, str]:
+    """Where Oozie sends the workflow's notifications (GET, as Pingo's callback service gets them)."""
+
+    async def notification(request: web.Request) -> web.Response:
+        into.append(dict(request.query))
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/notify", notification)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_ports(1)[0]
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return runner, f"http://127.0.0.1:{port}/notify"
