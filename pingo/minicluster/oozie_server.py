@@ -25,6 +25,7 @@ from shared.hadoop.configuration import configuration_xml
 OOZIE_VERSION = "5.2.1"
 MAIN_CLASS = "org.apache.oozie.server.EmbeddedOozieServer"
 LAUNCHER_JAR = f"oozie-sharelib-oozie-{OOZIE_VERSION}.jar"
+STREAMING_JAR = f"oozie-sharelib-streaming-{OOZIE_VERSION}.jar"
 HEALTH_POLL = 0.5
 # Oozie's own log4j 1 appender: the server log and the job logs (show=log) are read from it.
 LOG4J = """\
@@ -127,17 +128,24 @@ class OozieServer:
         (self.work / "conf" / "oozie-log4j.properties").write_text(LOG4J)
 
     def _upload_sharelib(self, classpath: list[str]) -> None:
-        """The ``oozie`` sharelib (the launcher's jar), which every YARN action needs, in a
-        ``lib_<timestamp>`` folder as ``oozie-setup.sh sharelib create`` lays it out."""
-        jar = next((Path(j) for j in classpath if Path(j).name == LAUNCHER_JAR), None)
-        if jar is None:
-            raise Unavailable(f"{LAUNCHER_JAR} is not among the jars of {OOZIE_POM}")
+        """The sharelibs in a ``lib_<timestamp>`` folder, as ``oozie-setup.sh sharelib create``
+        lays them out: ``oozie`` (the launcher, which every YARN action needs) and
+        ``mapreduce-streaming`` (Oozie's streaming main and the cluster's own
+        ``hadoop-streaming``)."""
+        jars = {Path(j).name: Path(j) for j in [*classpath, *resolve_classpath(progress=False)]}
+        streaming = next((n for n in jars if n.startswith("hadoop-streaming-")), None)
+        missing = [n for n in (LAUNCHER_JAR, STREAMING_JAR, streaming) if n is None or n not in jars]
+        if missing:
+            raise Unavailable(f"{missing} are not among the jars of {OOZIE_POM} and the mini cluster")
         home = f"/user/{self.user}"
         self.cluster.webhdfs("PUT", home, "MKDIRS")
         self.cluster.webhdfs("PUT", home, "SETOWNER", owner=self.user)
-        self.cluster_put(f"{self.sharelib}/lib_20000101000000/oozie/{jar.name}", jar.read_bytes(), self.user)
+        lib = f"{self.sharelib}/lib_20000101000000"
+        for folder, name in (("oozie", LAUNCHER_JAR), ("mapreduce-streaming", STREAMING_JAR),
+                             ("mapreduce-streaming", streaming)):  # fmt: skip
+            self._put(f"{lib}/{folder}/{name}", jars[name].read_bytes(), self.user)
 
-    def cluster_put(self, path: str, data: bytes, user: str) -> None:
+    def _put(self, path: str, data: bytes, user: str) -> None:
         """WebHDFS CREATE as ``user``: the NameNode's 307, then the data to the DataNode."""
         query = urllib.parse.urlencode({"op": "CREATE", "overwrite": "true", "user.name": user})
         opener = urllib.request.build_opener(_NoRedirect)

@@ -2,9 +2,10 @@
 cluster (pingo/minicluster/oozie_server.py; docs/hadoop-protocol.md, "Apache Oozie on this
 machine"). Pingo's Oozie client submits a workflow the way Pingo's Oozie executor does (the
 app under Pingo's folder, ``user.name`` Pingo, ``doAs`` the owner, an external id, a
-notification URL): an fs action in the server, then a shell action as a real YARN
-application whose launcher calls back to ``/callback``; Oozie tells Pingo the workflow's
-end on its notification URL."""
+notification URL): an fs action in the server, a shell action as a real YARN application
+whose launcher calls back to ``/callback``, and a streaming map-reduce action (the
+launcher, then the MapReduce job it submits, read back from the JobHistoryServer); Oozie
+tells Pingo the workflow's end on its notification URL."""
 
 from __future__ import annotations
 
@@ -38,6 +39,18 @@ WORKFLOW = """<workflow-app xmlns="uri:oozie:workflow:1.0" name="pingo-hello">
       <exec>echo</exec><argument>greeting=hello</argument>
       <capture-output/>
     </shell>
+    <ok to="count"/><error to="fail"/>
+  </action>
+  <action name="count">
+    <map-reduce>
+      <job-tracker>${jobTracker}</job-tracker>
+      <name-node>${nameNode}</name-node>
+      <streaming><mapper>cat</mapper><reducer>wc -l</reducer></streaming>
+      <configuration>
+        <property><name>mapred.input.dir</name><value>${input}</value></property>
+        <property><name>mapred.output.dir</name><value>${output}</value></property>
+      </configuration>
+    </map-reduce>
     <ok to="end"/><error to="fail"/>
   </action>
   <kill name="fail"><message>failed [${wf:errorMessage(wf:lastErrorNode())}]</message></kill>
@@ -66,6 +79,7 @@ async def test_a_workflow_submitted_by_pingos_client_runs_on_real_oozie_and_yarn
     external_id = f"real-oozie-{uuid.uuid4().hex[:8]}"
     app = f"{cluster.hdfs_root}/oozie-apps/{external_id}"
     made = f"/user/{OWNER}/{external_id}"
+    output = f"/user/{OWNER}/{external_id}-count"
     fs = WebHdfs(cluster.webhdfs_url, cluster.hdfs_user)
     notified: list[dict[str, str]] = []
     runner, notify_url = await _notification_listener(notified)
@@ -73,6 +87,7 @@ async def test_a_workflow_submitted_by_pingos_client_runs_on_real_oozie_and_yarn
     try:
         await fs.mkdirs(app)
         await fs.create(f"{app}/workflow.xml", WORKFLOW.encode())
+        await fs.create(f"{app}/input/lines.txt", b"one\ntwo\nthree\n")
         assert 2 in await oozie.versions()
         properties = {
             "user.name": cluster.hdfs_user,
@@ -80,8 +95,11 @@ async def test_a_workflow_submitted_by_pingos_client_runs_on_real_oozie_and_yarn
             "nameNode": cluster.name_node,
             "jobTracker": cluster.resource_manager,
             "oozie.wf.external.id": external_id,
+            "oozie.use.system.libpath": "true",  # Oozie's streaming main, as Pingo's map-reduce actions
             "oozie.wf.workflow.notification.url": f"{notify_url}?id=$jobId&status=$status",
             "made": made,
+            "input": f"{app}/input",
+            "output": output,
         }
         job_id = await oozie.submit(properties, external_id, do_as=OWNER)
         assert job_id.endswith("-W")
@@ -92,14 +110,18 @@ async def test_a_workflow_submitted_by_pingos_client_runs_on_real_oozie_and_yarn
             await asyncio.sleep(2)
             status = await oozie.status(job_id)
         info = await oozie.info(job_id)
-        assert status == "SUCCEEDED", info
+        errors = [(a["name"], a["status"], a["errorCode"], a["errorMessage"]) for a in info["actions"]]
+        assert status == "SUCCEEDED", errors
         assert info["user"] == OWNER  # doAs: the job is the owner's, not Pingo's
         actions = {a["name"]: a for a in info["actions"]}
         assert actions["mkdir"]["status"] == "OK"
         assert actions["hello"]["status"] == "OK"
         assert actions["hello"]["externalId"].startswith("application_")  # a real YARN application
         assert "greeting=hello" in actions["hello"]["data"]  # capture-output, read back by Oozie
+        assert actions["count"]["status"] == "OK"
+        assert actions["count"]["externalId"].startswith("job_")  # the MapReduce job, not its launcher
         assert (await fs.status(made))["owner"] == OWNER  # the fs action ran as the owner
+        assert (await fs.open(f"{output}/part-00000")).split() == [b"3"]
         deadline = time.monotonic() + 30
         while not any(n["status"] == "SUCCEEDED" for n in notified) and time.monotonic() < deadline:
             await asyncio.sleep(0.5)
