@@ -5,7 +5,7 @@ app under Pingo's folder, ``user.name`` Pingo, ``doAs`` the owner, an external i
 notification URL): an fs action in the server, a shell action as a real YARN application
 whose launcher calls back to ``/callback``, and a streaming map-reduce action (the
 launcher, then the MapReduce job it submits, read back from the JobHistoryServer); Oozie
-tells Pingo the workflow's end on its notification URL."""
+tells Pingo the workflow's end on its notification URL. A running workflow is killed."""
 
 from __future__ import annotations
 
@@ -130,6 +130,58 @@ async def test_a_workflow_submitted_by_pingos_client_runs_on_real_oozie_and_yarn
         await oozie.close()
         await fs.close()
         await runner.cleanup()
+
+
+SLEEPER = """<workflow-app xmlns="uri:oozie:workflow:1.0" name="pingo-sleeper">
+  <start to="sleep"/>
+  <action name="sleep">
+    <shell xmlns="uri:oozie:shell-action:1.0">
+      <resource-manager>${jobTracker}</resource-manager>
+      <name-node>${nameNode}</name-node>
+      <exec>sleep</exec><argument>600</argument>
+    </shell>
+    <ok to="end"/><error to="fail"/>
+  </action>
+  <kill name="fail"><message>failed</message></kill>
+  <end name="end"/>
+</workflow-app>
+"""
+
+
+async def test_a_running_workflow_killed_by_pingos_client_ends_killed_on_real_oozie(real_oozie: OozieServer) -> None:
+    cluster = real_oozie.cluster
+    cluster.webhdfs("PUT", f"/user/{OWNER}", "MKDIRS")
+    cluster.webhdfs("PUT", f"/user/{OWNER}", "SETOWNER", owner=OWNER)
+    external_id = f"real-oozie-{uuid.uuid4().hex[:8]}"
+    app = f"{cluster.hdfs_root}/oozie-apps/{external_id}"
+    fs = WebHdfs(cluster.webhdfs_url, cluster.hdfs_user)
+    oozie = Oozie(real_oozie.url, cluster.hdfs_user)
+    try:
+        await fs.mkdirs(app)
+        await fs.create(f"{app}/workflow.xml", SLEEPER.encode())
+        properties = {
+            "user.name": cluster.hdfs_user,
+            "oozie.wf.application.path": f"{cluster.name_node}{app}",
+            "nameNode": cluster.name_node,
+            "jobTracker": cluster.resource_manager,
+            "oozie.wf.external.id": external_id,
+        }
+        job_id = await oozie.submit(properties, external_id, do_as=OWNER)
+        started = time.monotonic()
+        action: dict = {}
+        while time.monotonic() - started < JOB_TIMEOUT:
+            action = next(a for a in (await oozie.info(job_id))["actions"] if a["name"] == "sleep")
+            if action["status"] == "RUNNING" and (action["externalId"] or "").startswith("application_"):
+                break
+            await asyncio.sleep(1)
+        assert action.get("status") == "RUNNING", action  # the launcher runs on YARN
+        await oozie.kill(job_id)
+        assert await oozie.status(job_id) == "KILLED"
+        action = next(a for a in (await oozie.info(job_id))["actions"] if a["name"] == "sleep")
+        assert action["status"] == "KILLED"
+    finally:
+        await oozie.close()
+        await fs.close()
 
 
 async def _notification_listener(into: list[dict[str, str]]) -> tuple[web.AppRunner, str]:
