@@ -190,7 +190,9 @@ class OozieServer:
             pass
         return 0
 
-    def stop(self, grace: float = 20.0) -> None:
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM, SIGKILL after ``grace`` seconds: Oozie's shutdown hook can wait on its
+        services for longer, and its Derby is thrown away with the work folder."""
         proc, self.process = self.process, None
         if proc is None or proc.poll() is not None:
             return

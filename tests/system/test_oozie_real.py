@@ -19,8 +19,11 @@ from aiohttp import web
 from pingo.minicluster.classpath import Unavailable
 from pingo.minicluster.oozie_server import OozieServer
 from pingo.ports import free_ports
+from shared.executors.base import JobRequest, JobState
+from shared.executors.oozie import OozieExecutor
 from shared.hadoop.oozie import TERMINAL, Oozie
 from shared.hadoop.webhdfs import WebHdfs
+from shared.workflow_spec import ActionType
 
 pytestmark = pytest.mark.real_hadoop
 JOB_TIMEOUT = 240.0
@@ -179,6 +182,43 @@ async def test_a_running_workflow_killed_by_pingos_client_ends_killed_on_real_oo
         assert await oozie.status(job_id) == "KILLED"
         action = next(a for a in (await oozie.info(job_id))["actions"] if a["name"] == "sleep")
         assert action["status"] == "KILLED"
+    finally:
+        await oozie.close()
+        await fs.close()
+
+
+async def test_pingos_oozie_executor_runs_shell_actions_on_real_oozie_and_reads_their_end(
+    real_oozie: OozieServer,
+) -> None:
+    """Pingo's own Oozie executor (shared/executors/oozie.py) writes the workflow, submits
+    it and reads the end of a SHELL action that succeeds and of one that fails."""
+    cluster = real_oozie.cluster
+    cluster.webhdfs("PUT", f"/user/{OWNER}", "MKDIRS")
+    cluster.webhdfs("PUT", f"/user/{OWNER}", "SETOWNER", owner=OWNER)
+    fs = WebHdfs(cluster.webhdfs_url, cluster.hdfs_user)
+    oozie = Oozie(real_oozie.url, cluster.hdfs_user)
+    executor = OozieExecutor(oozie, fs, cluster.name_node, cluster.resource_manager, "default",
+                             f"{cluster.hdfs_root}/oozie-apps")  # fmt: skip
+    try:
+        ends = {}
+        for name, command in (("greets", ["sh", "-c", "echo hello"]), ("fails", ["sh", "-c", "exit 3"])):
+            external_id = f"real-executor-{name}-{uuid.uuid4().hex[:8]}"
+            job = JobRequest(action_id=f"a-{name}", external_id=external_id, type=ActionType.SHELL, name=name,
+                             action_folder=None, main_class=None, command=command, arguments=[], configuration={},
+                             notify_url="http://127.0.0.1:9/unheard", owner=OWNER)  # fmt: skip
+            job_id = await executor.submit(job)
+            assert await executor.submit(job) == job_id  # a repeated submit finds the job it made
+            started = time.monotonic()
+            status = await executor.status(job_id)
+            while status.state in (JobState.PREP, JobState.RUNNING) and time.monotonic() - started < JOB_TIMEOUT:
+                await asyncio.sleep(2)
+                status = await executor.status(job_id)
+            ends[name] = status
+        assert ends["greets"].state == JobState.SUCCEEDED, ends["greets"]
+        assert ends["greets"].started_at and ends["greets"].ended_at
+        assert ends["fails"].state == JobState.FAILED, ends["fails"]
+        # Real Oozie reports the launcher's exit code, 1, not the command's (docs/hadoop-protocol.md).
+        assert ends["fails"].error == "1: Main Class [org.apache.oozie.action.hadoop.ShellMain], exit code [1]"
     finally:
         await oozie.close()
         await fs.close()
