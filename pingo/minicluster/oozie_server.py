@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pingo.minicluster.classpath import OOZIE_POM, Unavailable, java_home, resolve_classpath
@@ -55,6 +55,7 @@ class OozieServer:
     cluster: MiniCluster
     proxy_user: str = "pingo"
     heap: str = "512m"
+    extra: dict[str, str] = field(default_factory=dict)  # more oozie-site.xml settings
     process: subprocess.Popen | None = None
     port: int = 0
     started_in: float = 0.0
@@ -89,6 +90,7 @@ class OozieServer:
             "oozie.service.ActionCheckerService.action.check.interval": "5",
             # Launcher AMs of 512 MB fit the cluster's containers (the default is 2 GB).
             "oozie.launcher.default.memory.mb": "512",
+            **self.extra,
         }
 
     def start(self, timeout: float = 120.0) -> None:

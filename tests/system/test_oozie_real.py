@@ -129,6 +129,8 @@ async def test_a_workflow_submitted_by_pingos_client_runs_on_real_oozie_and_yarn
         while not any(n["status"] == "SUCCEEDED" for n in notified) and time.monotonic() < deadline:
             await asyncio.sleep(0.5)
         assert {"id": job_id, "status": "SUCCEEDED"} in notified
+        # The launchers called back: Oozie's CallbackServlet logs each callback it serves.
+        assert f"callback for action [{job_id}@hello]" in (real_oozie.work / "logs" / "oozie.log").read_text()
     finally:
         await oozie.close()
         await fs.close()
@@ -222,6 +224,54 @@ async def test_pingos_oozie_executor_runs_shell_actions_on_real_oozie_and_reads_
     finally:
         await oozie.close()
         await fs.close()
+
+
+async def test_with_every_callback_lost_real_oozie_still_learns_a_shell_actions_end(
+    real_hadoop_cluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Launchers call back to a port nobody listens on: Oozie's own check of running
+    actions (every 5 s here) ends the workflow, and Pingo's client reads it by polling."""
+    lost = f"http://127.0.0.1:{free_ports(1)[0]}/oozie/callback"
+    server = OozieServer(tmp_path_factory.mktemp("oozie-lost"), real_hadoop_cluster,
+                         extra={"oozie.service.CallbackService.base.url": lost})  # fmt: skip
+    try:
+        server.start()
+    except Unavailable as exc:
+        pytest.fail(f"Apache Oozie could not start: {exc}")
+    cluster = real_hadoop_cluster
+    cluster.webhdfs("PUT", f"/user/{OWNER}", "MKDIRS")
+    cluster.webhdfs("PUT", f"/user/{OWNER}", "SETOWNER", owner=OWNER)
+    external_id = f"real-oozie-lost-{uuid.uuid4().hex[:8]}"
+    app = f"{cluster.hdfs_root}/oozie-apps/{external_id}"
+    fs = WebHdfs(cluster.webhdfs_url, cluster.hdfs_user)
+    oozie = Oozie(server.url, cluster.hdfs_user)
+    try:
+        await fs.mkdirs(app)
+        await fs.create(f"{app}/workflow.xml", WORKFLOW.replace('<ok to="count"/>', '<ok to="end"/>').encode())
+        properties = {
+            "user.name": cluster.hdfs_user,
+            "oozie.wf.application.path": f"{cluster.name_node}{app}",
+            "nameNode": cluster.name_node,
+            "jobTracker": cluster.resource_manager,
+            "oozie.wf.external.id": external_id,
+            "made": f"/user/{OWNER}/{external_id}",
+        }
+        job_id = await oozie.submit(properties, external_id, do_as=OWNER)
+        started = time.monotonic()
+        status = await oozie.status(job_id)
+        while status not in TERMINAL and time.monotonic() - started < JOB_TIMEOUT:
+            await asyncio.sleep(2)
+            status = await oozie.status(job_id)
+        info = await oozie.info(job_id)
+        assert status == "SUCCEEDED", [(a["name"], a["status"], a["errorMessage"]) for a in info["actions"]]
+        hello = next(a for a in info["actions"] if a["name"] == "hello")
+        assert "greeting=hello" in hello["data"]
+        callbacks = (server.work / "logs" / "oozie.log").read_text(errors="replace").count("CallbackServlet")
+        assert callbacks == 0
+    finally:
+        await oozie.close()
+        await fs.close()
+        server.stop()
 
 
 async def _notification_listener(into: list[dict[str, str]]) -> tuple[web.AppRunner, str]:
