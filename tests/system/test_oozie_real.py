@@ -10,8 +10,10 @@ tells Pingo the workflow's end on its notification URL. A running workflow is ki
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import uuid
+from collections import Counter
 
 import pytest
 from aiohttp import web
@@ -24,6 +26,7 @@ from shared.executors.oozie import OozieExecutor
 from shared.hadoop.oozie import TERMINAL, Oozie
 from shared.hadoop.webhdfs import WebHdfs
 from shared.workflow_spec import ActionType
+from tests.support.workflows import ROOT
 
 pytestmark = pytest.mark.real_hadoop
 JOB_TIMEOUT = 240.0
@@ -221,6 +224,53 @@ async def test_pingos_oozie_executor_runs_shell_actions_on_real_oozie_and_reads_
         assert ends["fails"].state == JobState.FAILED, ends["fails"]
         # Real Oozie reports the launcher's exit code, 1, not the command's (docs/hadoop-protocol.md).
         assert ends["fails"].error == "1: Main Class [org.apache.oozie.action.hadoop.ShellMain], exit code [1]"
+    finally:
+        await oozie.close()
+        await fs.close()
+
+
+async def test_pingos_oozie_executor_runs_a_streaming_word_count_on_real_oozie(real_oozie: OozieServer) -> None:
+    """A MAP_REDUCE streaming action as Pingo writes it: ``python3 mapper.py`` and
+    ``python3 reducer.py`` shipped from the action's folder (``<file>``), inputs and output
+    as job properties, Oozie's streaming sharelib; its counts are the words of the input."""
+    cluster = real_oozie.cluster
+    cluster.webhdfs("PUT", f"/user/{OWNER}", "MKDIRS")
+    cluster.webhdfs("PUT", f"/user/{OWNER}", "SETOWNER", owner=OWNER)
+    fs = WebHdfs(cluster.webhdfs_url, cluster.hdfs_user)
+    oozie = Oozie(real_oozie.url, cluster.hdfs_user)
+    executor = OozieExecutor(oozie, fs, cluster.name_node, cluster.resource_manager, "default",
+                             f"{cluster.hdfs_root}/oozie-apps")  # fmt: skip
+    wordcount = ROOT / "examples" / "wordcount"
+    run = uuid.uuid4().hex[:8]
+    folder, books, output = (
+        f"{cluster.hdfs_root}/actions/wc-{run}",
+        f"{cluster.hdfs_root}/books-{run}",
+        f"/user/{OWNER}/wc-{run}",
+    )
+    try:
+        for name in ("mapper.py", "reducer.py"):
+            await fs.create(f"{folder}/{name}", (wordcount / name).read_bytes())
+        texts = sorted(wordcount.glob("*.txt"))
+        for text in texts:
+            await fs.create(f"{books}/{text.name}", text.read_bytes())
+        job = JobRequest(action_id="a-wc", external_id=f"real-executor-wc-{run}", type=ActionType.MAP_REDUCE,
+                         name="wordcount", action_folder=folder, main_class=None, command=None,
+                         arguments=[books, output], configuration={"mapreduce.job.reduces": "1"},
+                         notify_url="http://127.0.0.1:9/unheard", owner=OWNER,
+                         mapper=["python3", "mapper.py"], reducer=["python3", "reducer.py"])  # fmt: skip
+        job_id = await executor.submit(job)
+        started = time.monotonic()
+        status = await executor.status(job_id)
+        while status.state in (JobState.PREP, JobState.RUNNING) and time.monotonic() - started < JOB_TIMEOUT:
+            await asyncio.sleep(2)
+            status = await executor.status(job_id)
+        assert status.state == JobState.SUCCEEDED, status
+        counted = {}
+        for line in (await fs.open(f"{output}/part-00000")).decode().splitlines():
+            word, count = line.split("\t")
+            counted[word] = int(count)
+        words = Counter(w for t in texts for w in re.findall(r"[a-z]+(?:'[a-z]+)*", t.read_text().lower()))
+        assert counted == dict(words)
     finally:
         await oozie.close()
         await fs.close()
