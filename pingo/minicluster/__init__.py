@@ -3,7 +3,8 @@
 
 ``pom.xml`` pins the jars; :mod:`.classpath` resolves them once into ``~/.m2`` with Maven;
 :mod:`.cluster` starts ``MiniHadoopClusterManager`` on private ports and waits until it is
-healthy; :mod:`.cli` is ``pingo hadoop-minicluster``."""
+healthy; :mod:`.cli` is ``pingo hadoop-minicluster``. ``oozie/pom.xml`` and :mod:`.oozie_server` run
+Apache Oozie 5.2.1 beside it (docs/hadoop-protocol.md, "Apache Oozie on this machine")."""
 
 from pingo.minicluster.classpath import HADOOP_VERSION, Unavailable, resolve_classpath
 from pingo.minicluster.cluster import MiniCluster

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 POM = Path(__file__).resolve().with_name("pom.xml")
+OOZIE_POM = POM.parent / "oozie" / "pom.xml"
 HADOOP_VERSION = re.search(r"<hadoop\.version>([^<]+)</hadoop\.version>", POM.read_text()).group(1)
 # Maven's output when it fails: the last lines carry the reason.
 ERROR_TAIL = 40
@@ -45,11 +46,12 @@ def cache_dir() -> Path:
     return Path(base) / "pingo" / "minicluster"
 
 
-def resolve_classpath(progress: bool = True) -> list[str]:
-    """The jars of ``pom.xml``, resolved by ``mvn dependency:build-classpath`` the first time
-    (downloads into ``~/.m2``, about 115 MB) and read from the cache afterwards."""
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
-    listing = cache_dir() / f"hadoop-{HADOOP_VERSION}-{digest}.classpath"
+def resolve_classpath(progress: bool = True, pom: Path = POM, name: str = f"hadoop-{HADOOP_VERSION}") -> list[str]:
+    """The jars of ``pom`` (the mini cluster's by default; Oozie's is ``OOZIE_POM``), resolved
+    by ``mvn dependency:build-classpath`` the first time (downloads into ``~/.m2``, about
+    115 MB for the cluster) and read from the cache afterwards."""
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:16]
+    listing = cache_dir() / f"{name}-{digest}.classpath"
     if listing.is_file():
         jars = listing.read_text().strip().split(os.pathsep)
         if jars and all(Path(j).is_file() for j in jars):
@@ -62,13 +64,13 @@ def resolve_classpath(progress: bool = True) -> list[str]:
     listing.parent.mkdir(parents=True, exist_ok=True)
     partial = listing.with_suffix(".partial")
     if progress:
-        print(f"resolving Apache Hadoop {HADOOP_VERSION}'s mini cluster jars into ~/.m2 (once) ...",
+        print(f"resolving the jars of {pom} into ~/.m2 (once) ...",
               file=sys.stderr, flush=True)  # fmt: skip
-    argv = [mvn, "-B", "-q", "-f", str(POM), "dependency:build-classpath", f"-Dmdep.outputFile={partial}"]
+    argv = [mvn, "-B", "-q", "-f", str(pom), "dependency:build-classpath", f"-Dmdep.outputFile={partial}"]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not partial.is_file():
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-ERROR_TAIL:])
-        raise Unavailable(f"Maven could not resolve {POM} (exit {done.returncode}):\n{tail}")
+        raise Unavailable(f"Maven could not resolve {pom} (exit {done.returncode}):\n{tail}")
     partial.replace(listing)
     if progress:
         print("resolved.", file=sys.stderr, flush=True)

@@ -147,9 +147,11 @@ class MiniCluster:
             "hadoop.user.group.static.mapping.overrides": mapping,
             "dfs.permissions.enabled": "true",
             "mapreduce.framework.name": "yarn",
-            # An explicit staging folder: the default would be replaced by one private to
-            # the cluster's copy of the configuration, where the JobHistoryServer looks.
-            "yarn.app.mapreduce.am.staging-dir": "/tmp/hadoop-yarn/staging",
+            # A staging folder other than the default: MiniMRYarnCluster replaces the default
+            # value (/tmp/hadoop-yarn/staging itself too) by one private to its copy of the
+            # configuration, where its JobHistoryServer then looks, and a finished job that a
+            # client outside the cluster's JVM submitted (Oozie's) is "Unable to find job".
+            "yarn.app.mapreduce.am.staging-dir": "/tmp/hadoop-yarn/pingo-staging",
             "yarn.application.classpath": jars,
             "mapreduce.application.classpath": jars,
             # Java 17 containers: MapReduce's own --add-opens (off by default since 3.4).
