@@ -29,6 +29,7 @@ from shared.hadoop.webhdfs import WebHdfs
 from shared.storage.webhdfs import WebHdfsStorage
 from shared.workflow_spec import ActionType
 from tests.support.java_mapreduce import build_wordcount
+from tests.support.spark import spark
 from tests.support.workflows import ROOT
 
 pytestmark = pytest.mark.real_hadoop
@@ -97,6 +98,7 @@ async def emulate(request: JobRequest, books: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((books / "out").iterdir())}
 
 
+@spark
 @pytest.mark.parametrize("api", ["mapred", "mapreduce"])
 async def test_a_java_word_count_runs_on_real_yarn_and_pingo_commits_and_reuses_its_output(
     real_hadoop_cluster, jars: Path, tmp_path: Path, api: str
