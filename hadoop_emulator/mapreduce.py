@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 # Spark's own chatter stays out of the job's log; Hadoop's job log (INFO) stays in.
 QUIET = ("--conf", "spark.ui.enabled=false", "--conf", "spark.log.level=WARN")
@@ -28,6 +29,21 @@ def argv(spark_submit: str, classpath: list[str], conf: dict[str, str]) -> list[
     for k, v in conf.items():
         out += ["--conf", f"{k}={v}"]
     return out
+
+
+def drop_checksum_files(jvm: Any, job: Any) -> None:
+    """HDFS keeps a file's checksums in its blocks; Hadoop's local file system writes them
+    beside it, ``.<name>.crc``, and the job's output on a real cluster has no such file
+    (docs/hadoop-protocol.md, "Emulator and real cluster"). Removed once the job succeeded."""
+    out = jvm.org.apache.hadoop.mapred.FileOutputFormat.getOutputPath(job)
+    if out is None:
+        return
+    real = out.getFileSystem(job).resolvePath(out).toUri()  # through the emulator's view file system
+    if real.getScheme() != "file":
+        return
+    for crc in Path(real.getPath()).rglob(".*.crc"):
+        if crc.is_file() and crc.with_name(crc.name[1:-4]).exists():
+            crc.unlink()
 
 
 def main(args: list[str]) -> int:
@@ -48,6 +64,7 @@ def main(args: list[str]) -> int:
     job.set("mapreduce.framework.name", "local")
     try:
         jvm.org.apache.hadoop.mapred.JobClient.runJob(job)
+        drop_checksum_files(jvm, job)
     except Exception as exc:  # py4j's Py4JJavaError: the Java exception, as Java prints it
         cause = getattr(exc, "java_exception", None)
         print(f"ERROR mapreduce: {cause.toString() if cause is not None else exc}", file=sys.stderr)

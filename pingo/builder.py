@@ -192,17 +192,20 @@ class Workflow:
         properties: Mapping[str, Scalar] | None = None,
         input_format: str | None = None,
         output_format: str | None = None,
+        mapreduce_api: str | None = None,
         parents: Iterable[Action] = (),
         **common: Unpack[Options],
     ) -> Action:
         """A MAP_REDUCE action: streaming commands (argv lists) or Java class names;
-        ``inputs`` are input paths, ``properties`` Hadoop job properties."""
+        ``inputs`` are input paths, ``properties`` Hadoop job properties, ``mapreduce_api``
+        the Java classes' API ("mapred", the default, or "mapreduce")."""
 
         def side(value: Sequence[str] | str | None) -> list[str] | str | None:
             return value if value is None or isinstance(value, str) else list(value)
 
         return self._add(name, "MAP_REDUCE", parents, common, actionFolder=folder, mapper=side(mapper),
                          reducer=side(reducer), inputFormat=input_format, outputFormat=output_format,
+                         mapreduceApi=mapreduce_api,
                          additionalInput=_pairs(inputs), configurationParameters=_pairs(properties))  # fmt: skip
 
     def command_line(

@@ -62,6 +62,7 @@ EXPECTED: dict[tuple[str, ...], str] = {
     ("reducer", "[]"): "a string (a streaming command is an argv: a list of strings)",
     ("inputFormat",): "a Java class name (a string)",
     ("outputFormat",): "a Java class name (a string)",
+    ("mapreduceApi",): '"mapred" (the old org.apache.hadoop.mapred API, the default) or "mapreduce" (the new one)',
     ("application",): "a file name inside actionFolder (a string)",
     ("sparkOpts",): "a list of strings (spark-submit options, an argv)",
     ("sparkOpts", "[]"): "a string (sparkOpts is an argv: a list of strings)",

@@ -66,9 +66,17 @@ REQUIRED_FIELDS: dict[ActionType, tuple[str, ...]] = {
 # definition, hence the lineage hash, of those types alone, so that adding them changed
 # no hash of the others.
 TYPE_FIELDS: dict[ActionType, tuple[str, ...]] = {
-    ActionType.MAP_REDUCE: ("mapper", "reducer", "inputFormat", "outputFormat"),
+    ActionType.MAP_REDUCE: ("mapper", "reducer", "inputFormat", "outputFormat", "mapreduceApi"),
     ActionType.SPARK: ("application", "sparkOpts"),
 }
+# Type fields added after the first hashes were taken, and their default: left out of the
+# definition while they hold it, so that no earlier action's hash changed and writing the
+# default is the same computation as leaving it out.
+LATER_FIELDS: dict[str, str] = {"mapreduceApi": "mapred"}
+# A Java MAP_REDUCE job's API (docs/planning.md, "Fields of one type"): the old
+# org.apache.hadoop.mapred classes, or the new org.apache.hadoop.mapreduce ones (the
+# thesis's "MapReduce v2.0").
+MAPREDUCE_APIS = ("mapred", "mapreduce")
 
 
 class Param(BaseModel):
@@ -158,6 +166,8 @@ class TypeFields(BaseModel):
     reducer: list[str] | str | None = None
     inputFormat: str | None = None
     outputFormat: str | None = None
+    # MAP_REDUCE with Java classes: which Hadoop API they use (None: "mapred").
+    mapreduceApi: str | None = None
     # SPARK: the application file inside actionFolder, and spark-submit options (an argv).
     application: str | None = None
     sparkOpts: list[str] | None = None
@@ -210,7 +220,10 @@ class ActionSpec(TypeFields):
             "configurationParameters": conf,
         }
         for field in TYPE_FIELDS.get(self.type, ()):
-            out[field] = getattr(self, field)
+            value = getattr(self, field)
+            if field in LATER_FIELDS and value in (None, LATER_FIELDS[field]):
+                continue
+            out[field] = value
         # Only where given or found: a workflow without them keeps the hashes it had.
         if self.cacheVersion is not None:
             out["cacheVersion"] = self.cacheVersion
@@ -870,6 +883,12 @@ def _type_problems(r: _RawAction, atype: ActionType) -> list[tuple[str, str]]:
         ):
             out.append(("reducer", "mapper and reducer must both be streaming commands (lists) or both Java classes"))
         java = [f for f in ("mapper", "reducer") if isinstance(getattr(r, f), str)]
+        if r.mapreduceApi is not None and r.mapreduceApi not in MAPREDUCE_APIS:
+            given = _json_text(r.mapreduceApi)
+            out.append(("mapreduceApi", f'mapreduceApi must be "mapred" (the old org.apache.hadoop.mapred API, the '
+                                        f'default) or "mapreduce" (the new one), not {given}'))  # fmt: skip
+        elif r.mapreduceApi is not None and is_streaming(r.mapper):
+            out.append(("mapreduceApi", "mapreduceApi names the API of Java classes; a streaming job has none"))
         if java and not r.actionFolder:
             out.append(("actionFolder", f"a Java {java[0]} needs actionFolder: the folder holding its jar"))
         for field in ("inputFormat", "outputFormat"):

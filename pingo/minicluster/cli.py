@@ -46,6 +46,10 @@ def main(argv: list[str] | None = None, prog: str = "pingo hadoop-minicluster") 
         print("# Pingo's settings for this cluster (PINGO_EXECUTOR=oozie also needs an Oozie: pingo emulate-hadoop)")
         for key, value in cluster.settings().items():
             print(f"export {key}={value}")
+        # Not Pingo's settings: a Hadoop or Spark client's, so commented out here.
+        print("# Hadoop and Spark clients on this cluster (spark-submit --master yarn):")
+        for key, value in cluster.client_env().items():
+            print(f"# export {key}={value}")
         print(f"# ResourceManager web {cluster.rm_web_url}, JobHistoryServer web {cluster.history_web_url}, "
               f"Hadoop configuration {cluster.conf_dir / 'core-site.xml'}")  # fmt: skip
         print("# Ctrl-C stops it", flush=True)

@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import getpass
+import importlib.util
 import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.parse
@@ -215,6 +217,7 @@ class MiniCluster:
                     raise
         self._prepare_root()
         self._client_conf()
+        self._spark_conf()
         self.started_in = time.monotonic() - t0
 
     def _wait_healthy(self, deadline: float) -> None:
@@ -267,9 +270,12 @@ class MiniCluster:
         return json.loads(body) if body else {}
 
     def _prepare_root(self) -> None:
-        """Pingo's root, owned by Pingo's HDFS user: the NameNode's root is the superuser's."""
-        self.webhdfs("PUT", self.hdfs_root, "MKDIRS")
-        self.webhdfs("PUT", self.hdfs_root, "SETOWNER", owner=self.hdfs_user)
+        """Pingo's root, owned by Pingo's HDFS user: the NameNode's root is the superuser's.
+        And the user's home, as a cluster's administrator makes it: Spark on YARN stages an
+        application's files in ``/user/<user>/.sparkStaging``."""
+        for folder in (self.hdfs_root, f"/user/{self.hdfs_user}"):
+            self.webhdfs("PUT", folder, "MKDIRS")
+            self.webhdfs("PUT", folder, "SETOWNER", owner=self.hdfs_user)
 
     def _client_conf(self) -> None:
         """The written configuration as every site file a Hadoop client reads: a client
@@ -279,6 +285,38 @@ class MiniCluster:
         written = (self.conf_dir / "core-site.xml").read_text()
         for name in ("hdfs-site.xml", "yarn-site.xml", "mapred-site.xml"):
             (self.conf_dir / name).write_text(written)
+
+    def client_env(self) -> dict[str, str]:
+        """The environment of a Hadoop or Spark client on this cluster (``spark-submit
+        --master yarn``): its configuration, and the user it acts as."""
+        return {"HADOOP_CONF_DIR": str(self.conf_dir), "SPARK_CONF_DIR": str(self.conf_dir),
+                "HADOOP_USER_NAME": self.hdfs_user}  # fmt: skip
+
+    def _spark_conf(self) -> None:
+        """``spark-defaults.conf`` for ``spark-submit --master yarn`` (pingo[spark]'s Spark),
+        beside the Hadoop configuration (docs/hadoop-protocol.md, "Spark on YARN")."""
+        spark = importlib.util.find_spec("pyspark")
+        if spark is None or spark.origin is None:
+            return
+        jars = Path(spark.origin).parent / "jars"
+        defaults = {
+            # The containers are on this machine: Spark's jars by path, not uploaded (460 MB).
+            "spark.yarn.jars": f"local:{jars}/*",
+            # Spark brings its own (shaded) Hadoop client; the cluster's jars would clash with it.
+            "spark.yarn.populateHadoopClasspath": "false",
+            # The written configuration names a class of Hadoop's test jars, which Spark lacks.
+            "spark.hadoop.net.topology.node.switch.mapping.impl": "org.apache.hadoop.net.ScriptBasedMapping",
+            "spark.yarn.am.memory": "512m",
+            "spark.driver.memory": "512m",
+            "spark.executor.memory": "512m",
+            "spark.executor.instances": "1",
+            "spark.executor.cores": "1",
+            # A PySpark driver in the application master (cluster mode) runs on this Python.
+            "spark.yarn.appMasterEnv.PYSPARK_PYTHON": sys.executable,
+            "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+        }
+        text = "".join(f"{key} {value}\n" for key, value in defaults.items())
+        (self.conf_dir / "spark-defaults.conf").write_text(text)
 
     def client_argv(self, main_class: str, *args: str, heap: str = "512m") -> list[str]:
         """A Hadoop client JVM on this cluster (``hadoop jar`` without the scripts): its

@@ -52,6 +52,8 @@ class JobRequest(BaseModel):
     reducer: list[str] | str | None = None
     input_format: str | None = None
     output_format: str | None = None
+    # A Java job's Hadoop API: "mapred" (the old one) or "mapreduce" (the new one).
+    mapreduce_api: str = "mapred"
     application: str | None = None
     spark_opts: list[str] = []
     # The user the job runs for (docs/users.md, "On Hadoop"): Oozie's doAs. None: users off,

@@ -287,6 +287,7 @@ class Starter:
             reducer=definition.get("reducer"),
             input_format=definition.get("inputFormat"),
             output_format=definition.get("outputFormat"),
+            mapreduce_api=definition.get("mapreduceApi") or "mapred",
             application=definition.get("application"),
             spark_opts=definition.get("sparkOpts") or [],
         )

@@ -97,6 +97,24 @@ async def test_a_java_map_reduce_job_runs_on_hadoops_local_job_runner(system: Ap
 
 
 @spark
+async def test_a_java_map_reduce_job_of_the_new_api_runs_on_hadoops_local_job_runner(
+    system: Api, tmp_path: Path
+) -> None:
+    folder = tmp_path / "wordcount-java"
+    folder.mkdir()
+    build_wordcount(folder)
+    body = example("wordcount-java/wordcount-mapreduce-api.json")
+    body["actions"][1]["actionFolder"] = str(folder)
+    wf = await system.run(body, timeout=300)
+    assert wf["state"] == "SUCCEEDED", failures(wf)
+    out = Path(wf["actions"][1]["outputPath"])
+    # The new API's part names, and no checksum side files: what YARN writes on HDFS.
+    assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", "part-r-00000", "part-r-00001"]
+    counted = {w: int(n) for w, n in (line.split("\t") for line in parts(str(out)))}
+    assert counted == dict(corpus_words())
+
+
+@spark
 async def test_a_pyspark_workflow_runs_reuses_and_recomputes_only_below_a_changed_application(
     system: Api, tmp_path: Path
 ) -> None:

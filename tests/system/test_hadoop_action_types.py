@@ -49,6 +49,12 @@ CASES = {
         reducer="org.example.SumReducer",
         input_format="org.apache.hadoop.mapred.TextInputFormat",
     ),
+    "java map-reduce, new api": request(
+        ActionType.MAP_REDUCE,
+        mapper="org.example.WordMapper",
+        reducer="org.example.SumReducer",
+        mapreduce_api="mapreduce",
+    ),
     "pyspark": request(
         ActionType.SPARK,
         application="count.py",
@@ -94,6 +100,12 @@ async def test_each_action_types_workflow_xml_is_valid_against_oozies_schemas(ex
     if case == "java map-reduce":
         assert conf["mapred.mapper.class"] == "org.example.WordMapper"
         assert body.find("w:streaming", namespaces=ns) is None
+    if case == "java map-reduce, new api":
+        # What Oozie's MapReduceMain hands to Hadoop's JobClient, which runs the old API unless told.
+        assert conf["mapred.mapper.new-api"] == conf["mapred.reducer.new-api"] == "true"
+        assert conf["mapreduce.job.map.class"] == "org.example.WordMapper"
+        assert conf["mapreduce.job.reduce.class"] == "org.example.SumReducer"
+        assert "mapred.mapper.class" not in conf and "mapred.reducer.class" not in conf
     if case == "pyspark":
         assert body.findtext("s:jar", namespaces=ns).endswith("/pingo/actions/app/count.py")
         assert body.findtext("s:spark-opts", namespaces=ns) == "--conf spark.ui.enabled=false --executor-memory 1g"
@@ -147,6 +159,24 @@ async def test_a_java_map_reduce_job_runs_on_the_cluster_with_its_jars_from_the_
     lines = [line for p in sorted(out.glob("part-*")) for line in p.read_text().splitlines()]
     assert {w: int(n) for w, n in (line.split("\t") for line in lines)} == dict(corpus_words())
     assert (out / "_SUCCESS").is_file()  # Hadoop's FileOutputCommitter wrote it into the namespace
+
+
+@spark
+async def test_a_java_map_reduce_job_of_the_new_api_runs_on_the_cluster_and_is_reused(hadoop: Hadoop) -> None:
+    folders = install(hadoop, "wordcount")
+    jars = hadoop.emulator.root / "pingo" / "actions" / "wordcount-java"
+    jars.mkdir()
+    build_wordcount(jars)
+    body = json.loads((EXAMPLES / "wordcount-java" / "wordcount-mapreduce-api.json").read_text())
+    body = on_cluster(body, {**folders, "examples/wordcount-java": "wordcount-java"})
+    wf = await hadoop.run(body, timeout=300)
+    assert wf["state"] == "SUCCEEDED", failures(wf)
+    out = hadoop.hdfs_path(wf["actions"][1]["outputPath"])
+    assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", "part-r-00000", "part-r-00001"]  # the new API's names
+    lines = [line for p in sorted(out.glob("part-*")) for line in p.read_text().splitlines()]
+    assert {w: int(n) for w, n in (line.split("\t") for line in lines)} == dict(corpus_words())
+    again = await hadoop.run(body, timeout=300)
+    assert {a["decision"] for a in again["actions"]} == {"reuse"}
 
 
 @spark

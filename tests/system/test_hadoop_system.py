@@ -145,10 +145,12 @@ async def test_duplicated_and_reordered_notifications_change_nothing(hadoop: Had
 
 
 async def test_forged_callback_is_refused(hadoop: Hadoop) -> None:
-    plan = await hadoop.submit({"name": "slow", "actions": [hdfs_action(1, "forged", seconds=2)]})
+    # Long enough that no real notification (its end) comes between the two looks at its
+    # history, once the one saying it runs has come.
+    plan = await hadoop.submit({"name": "slow", "actions": [hdfs_action(1, "forged", seconds=10)]})
     action_id = plan["actions"][0]["id"]
     async with asyncio.timeout(30):
-        while not (doc := await hadoop.db.actions.find_one({"_id": action_id})).get("job_id"):
+        while (doc := await hadoop.db.actions.find_one({"_id": action_id})).get("state") != "RUNNING":
             await asyncio.sleep(0.1)
     before = len(decode(doc)["history"])
     url = f"{hadoop.settings.callback_url}/callback/{action_id}"

@@ -73,6 +73,16 @@ def test_other_types_and_an_unmanaged_output() -> None:
     assert actions[2]["id"] == "mr" and actions[2]["isManaged"] is False and actions[2]["outputPath"] == "/tmp/out"
 
 
+def test_a_java_map_reduce_action_names_its_api() -> None:
+    wf = Workflow("apis")
+    wf.map_reduce("old", "org.example.Map", "org.example.Reduce", folder="examples/jobs/java")
+    wf.map_reduce("new", "org.example.NewMap", "org.example.NewReduce", folder="examples/jobs/java",
+                  mapreduce_api="mapreduce")  # fmt: skip
+    assert wf.validate() == []
+    old, new = wf.to_json()["actions"]
+    assert "mapreduceApi" not in old and new["mapreduceApi"] == "mapreduce"
+
+
 def test_a_parent_must_be_an_action_of_the_same_workflow() -> None:
     one, other = Workflow("one"), Workflow("other")
     a = one.shell("a", ["true"])

@@ -336,6 +336,16 @@ def test_the_new_type_fields_count_for_their_types_and_left_the_older_types_hash
     }  # fmt: skip
 
 
+def test_the_mapreduce_api_counts_only_when_it_is_the_new_one():
+    """A Java job's hash from before the field existed is kept: "mapred", the default, is
+    the same computation as leaving it out; the new API is another computation."""
+    java = {"mapper": "org.example.WordCount$Map", "reducer": "org.example.WordCount$Sum"}
+    before = "e91cce46ceec1b87d6866a99622c14da78f77ef1f22ebecb7058befc7e7a599b"  # taken before mapreduceApi
+    assert hashes(wf(act(1, "count", kind="MAP_REDUCE", **java)))[1] == before
+    assert hashes(wf(act(1, "count", kind="MAP_REDUCE", mapreduceApi="mapred", **java)))[1] == before
+    assert hashes(wf(act(1, "count", kind="MAP_REDUCE", mapreduceApi="mapreduce", **java)))[1] != before
+
+
 async def test_changing_a_spark_application_file_changes_its_action_and_descendants_only(tmp_path):
     """The application is a file of the action folder, whose files' fingerprint is hashed."""
     from services.workflow_manager.submission import fingerprints, resolve_paths

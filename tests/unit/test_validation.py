@@ -211,6 +211,24 @@ async def test_every_violation_of_the_new_types_is_listed_with_where_it_is(check
     says(one(violations, "actions[7].sparkOpts"), "--master", "set by Pingo")
 
 
+async def test_a_java_map_reduce_job_names_its_hadoop_api_and_only_a_java_one_does(checks):
+    java = {**map_reduce(2, [1]), "mapper": "org.example.Words", "reducer": "org.example.Sum"}
+    for api in ("mapred", "mapreduce"):
+        assert await checks.violations(workflow(shell(1), {**java, "mapreduceApi": api})) == []
+    body = workflow(
+        shell(1, mapreduceApi="mapred"),
+        {**java, "mapreduceApi": "v2"},
+        {**map_reduce(3, [1]), "mapreduceApi": "mapreduce"},  # a streaming job has no Java API
+    )
+    violations = await rejected(checks, body)
+    assert [v["loc"] for v in violations] == [
+        "actions[0].mapreduceApi", "actions[1].mapreduceApi", "actions[2].mapreduceApi",
+    ], violations  # fmt: skip
+    says(violations[0], "MAP_REDUCE", "SHELL")
+    says(violations[1], '"mapred"', '"mapreduce"', '"v2"')
+    says(violations[2], "streaming")
+
+
 async def test_the_local_executor_refuses_what_it_cannot_run_at_submission(checks, monkeypatch):
     java = {**map_reduce(2, [1]), "mapper": "org.example.Words", "reducer": "org.example.Sum"}
     body = workflow(
