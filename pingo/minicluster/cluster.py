@@ -329,15 +329,7 @@ class MiniCluster:
 
     def rss(self) -> int:
         """The cluster JVM's resident memory in bytes (0 once it is gone)."""
-        if self.process is None:
-            return 0
-        try:
-            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
+        return resident_bytes(self.process)
 
     def log_tail(self, lines: int) -> str:
         try:
@@ -356,6 +348,19 @@ class MiniCluster:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=grace)
+
+
+def resident_bytes(process: subprocess.Popen | None) -> int:
+    """A process's resident memory in bytes, from /proc (0 once it is gone)."""
+    if process is None:
+        return 0
+    try:
+        for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def _die_with_parent() -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pingo.minicluster.classpath import OOZIE_POM, Unavailable, java_home, resolve_classpath
-from pingo.minicluster.cluster import JPMS_OPTS, MiniCluster, _die_with_parent
+from pingo.minicluster.cluster import JPMS_OPTS, MiniCluster, _die_with_parent, resident_bytes
 from pingo.ports import free_ports
 from shared.hadoop.configuration import configuration_xml
 
@@ -182,15 +182,8 @@ class OozieServer:
             return ""
 
     def rss(self) -> int:
-        if self.process is None:
-            return 0
-        try:
-            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
+        """Oozie's resident memory in bytes (0 once it is gone)."""
+        return resident_bytes(self.process)
 
     def stop(self, grace: float = 5.0) -> None:
         """SIGTERM, SIGKILL after ``grace`` seconds: Oozie's shutdown hook can wait on its

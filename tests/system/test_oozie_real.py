@@ -19,6 +19,7 @@ import pytest
 from aiohttp import web
 
 from pingo.minicluster.classpath import Unavailable
+from pingo.minicluster.cluster import MiniCluster
 from pingo.minicluster.oozie_server import OozieServer
 from pingo.ports import free_ports
 from shared.executors.base import JobRequest, JobState
@@ -77,19 +78,23 @@ def real_oozie(real_hadoop_cluster, tmp_path_factory: pytest.TempPathFactory):
     server.stop()
 
 
-async def test_a_workflow_submitted_by_pingos_client_runs_on_real_oozie_and_yarn(real_oozie: OozieServer) -> None:
-    cluster = real_oozie.cluster
-    # The owner's home: Oozie stages each launcher under it, as the owner.
+def clients(cluster: MiniCluster, oozie_url: str) -> tuple[WebHdfs, Oozie]:
+    """WebHDFS and Oozie as Pingo's HDFS user, once the owner's home is made: Oozie stages
+    each launcher under it, as the owner."""
     cluster.webhdfs("PUT", f"/user/{OWNER}", "MKDIRS")
     cluster.webhdfs("PUT", f"/user/{OWNER}", "SETOWNER", owner=OWNER)
+    return WebHdfs(cluster.webhdfs_url, cluster.hdfs_user), Oozie(oozie_url, cluster.hdfs_user)
+
+
+async def test_a_workflow_submitted_by_pingos_client_runs_on_real_oozie_and_yarn(real_oozie: OozieServer) -> None:
+    cluster = real_oozie.cluster
     external_id = f"real-oozie-{uuid.uuid4().hex[:8]}"
     app = f"{cluster.hdfs_root}/oozie-apps/{external_id}"
     made = f"/user/{OWNER}/{external_id}"
     output = f"/user/{OWNER}/{external_id}-count"
-    fs = WebHdfs(cluster.webhdfs_url, cluster.hdfs_user)
+    fs, oozie = clients(cluster, real_oozie.url)
     notified: list[dict[str, str]] = []
     runner, notify_url = await _notification_listener(notified)
-    oozie = Oozie(real_oozie.url, cluster.hdfs_user)
     try:
         await fs.mkdirs(app)
         await fs.create(f"{app}/workflow.xml", WORKFLOW.encode())
@@ -158,12 +163,9 @@ SLEEPER = """<workflow-app xmlns="uri:oozie:workflow:1.0" name="pingo-sleeper">
 
 async def test_a_running_workflow_killed_by_pingos_client_ends_killed_on_real_oozie(real_oozie: OozieServer) -> None:
     cluster = real_oozie.cluster
-    cluster.webhdfs("PUT", f"/user/{OWNER}", "MKDIRS")
-    cluster.webhdfs("PUT", f"/user/{OWNER}", "SETOWNER", owner=OWNER)
     external_id = f"real-oozie-{uuid.uuid4().hex[:8]}"
     app = f"{cluster.hdfs_root}/oozie-apps/{external_id}"
-    fs = WebHdfs(cluster.webhdfs_url, cluster.hdfs_user)
-    oozie = Oozie(real_oozie.url, cluster.hdfs_user)
+    fs, oozie = clients(cluster, real_oozie.url)
     try:
         await fs.mkdirs(app)
         await fs.create(f"{app}/workflow.xml", SLEEPER.encode())
@@ -198,10 +200,7 @@ async def test_pingos_oozie_executor_runs_shell_actions_on_real_oozie_and_reads_
     """Pingo's own Oozie executor (shared/executors/oozie.py) writes the workflow, submits
     it and reads the end of a SHELL action that succeeds and of one that fails."""
     cluster = real_oozie.cluster
-    cluster.webhdfs("PUT", f"/user/{OWNER}", "MKDIRS")
-    cluster.webhdfs("PUT", f"/user/{OWNER}", "SETOWNER", owner=OWNER)
-    fs = WebHdfs(cluster.webhdfs_url, cluster.hdfs_user)
-    oozie = Oozie(real_oozie.url, cluster.hdfs_user)
+    fs, oozie = clients(cluster, real_oozie.url)
     executor = OozieExecutor(oozie, fs, cluster.name_node, cluster.resource_manager, "default",
                              f"{cluster.hdfs_root}/oozie-apps")  # fmt: skip
     try:
@@ -234,10 +233,7 @@ async def test_pingos_oozie_executor_runs_a_streaming_word_count_on_real_oozie(r
     ``python3 reducer.py`` shipped from the action's folder (``<file>``), inputs and output
     as job properties, Oozie's streaming sharelib; its counts are the words of the input."""
     cluster = real_oozie.cluster
-    cluster.webhdfs("PUT", f"/user/{OWNER}", "MKDIRS")
-    cluster.webhdfs("PUT", f"/user/{OWNER}", "SETOWNER", owner=OWNER)
-    fs = WebHdfs(cluster.webhdfs_url, cluster.hdfs_user)
-    oozie = Oozie(real_oozie.url, cluster.hdfs_user)
+    fs, oozie = clients(cluster, real_oozie.url)
     executor = OozieExecutor(oozie, fs, cluster.name_node, cluster.resource_manager, "default",
                              f"{cluster.hdfs_root}/oozie-apps")  # fmt: skip
     wordcount = ROOT / "examples" / "wordcount"
@@ -289,12 +285,9 @@ async def test_with_every_callback_lost_real_oozie_still_learns_a_shell_actions_
     except Unavailable as exc:
         pytest.fail(f"Apache Oozie could not start: {exc}")
     cluster = real_hadoop_cluster
-    cluster.webhdfs("PUT", f"/user/{OWNER}", "MKDIRS")
-    cluster.webhdfs("PUT", f"/user/{OWNER}", "SETOWNER", owner=OWNER)
     external_id = f"real-oozie-lost-{uuid.uuid4().hex[:8]}"
     app = f"{cluster.hdfs_root}/oozie-apps/{external_id}"
-    fs = WebHdfs(cluster.webhdfs_url, cluster.hdfs_user)
-    oozie = Oozie(server.url, cluster.hdfs_user)
+    fs, oozie = clients(cluster, server.url)
     try:
         await fs.mkdirs(app)
         await fs.create(f"{app}/workflow.xml", WORKFLOW.replace('<ok to="count"/>', '<ok to="end"/>').encode())
