@@ -261,6 +261,11 @@ class Settings(BaseSettings):
     capacity_bytes: Bytes = Field(
         10 * 1024**3, description="Budget for managed intermediate datasets: bytes, or with a unit (10GiB, 500GB)."
     )
+    budget_reservations: bool = Field(
+        True,
+        description="Reserve an attempt's expected output in the budget before it starts, holding it READY "
+        "while there is no room (docs/operations.md, 'Storage budget'); false: the thesis's decision service alone.",
+    )
     threshold: float = Field(0.9, description="Decision runs when usage passes threshold x capacity.")
     target: float = Field(0.8, description="...and frees until usage is under target x capacity.")
     algorithm: str = Field("adaptive", description="Decision algorithm: adaptive, mcu, lru, gdsf, nectar, reuse-rate.")

@@ -65,6 +65,8 @@ class DecisionService:
         """STORED and LEAF bytes, the reservations of attempts being written, and what
         actions held READY for want of room wait for: freeing for those evicts ahead of
         the writes (docs/operations.md, "Storage budget")."""
+        if not self.settings.budget_reservations:
+            return await ds.stored_bytes(self.ctx.store)  # the thesis's rule: STORED bytes alone
         # A want not renewed by a scrape for this long is an action that stopped waiting.
         fresh = time.time() - 3 * max(self.settings.scrape_interval, self.settings.decision_interval)
         reserved, wanted = await budget.pending(self.ctx.store, fresh)

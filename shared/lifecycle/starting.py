@@ -88,6 +88,8 @@ class Starter:
     async def reserve(self, action: ActionDoc) -> dict[str, Any] | None:
         """Room for the attempt's output in the storage budget: what its claim records, or
         None (held READY; docs/operations.md, "Storage budget")."""
+        if not self.settings.budget_reservations:
+            return {"reservation": None, "held": None}
         return await reserving.reserve(self.store, action, self.settings.capacity_bytes)
 
     def attempt_fields(self, action_id: str, output_path: str, attempt: int, now: float) -> dict[str, Any]:

@@ -389,3 +389,11 @@ async def hold(store: Store, action_id: str, held: dict[str, Any]) -> None:
     """Say why a READY action is not started yet (``held``: reason, message; shown in its
     view). Not a move: it stays READY, in its place in the scrape's order."""
     await store.actions.update_one({"_id": action_id, "state": str(A.READY)}, {"$set": {"held": held}})
+
+
+async def any_in_flight(store: Store) -> bool:
+    """Whether some attempt is being started or runs (one equality on the indexed state each)."""
+    for state in (A.RUNNING, A.SUBMITTED, A.PROCESSING):
+        if await store.actions.find_one({"state": str(state)}, {"_id": 1}) is not None:
+            return True
+    return False

@@ -173,6 +173,15 @@ async def deletable(store: Store) -> list[dict[str, Any]]:
     return [d async for d in found if not d.get("pinned")]
 
 
+async def any_deletable(store: Store) -> bool:
+    """Whether some dataset could be evicted now (``deletable`` is not empty)."""
+    found = store.datasets.find({"state": str(D.STORED), "claims": {"$size": 0}}, {"pinned": 1})
+    async for d in found:
+        if not d.get("pinned"):
+            return True
+    return False
+
+
 async def annotate(
     store: Store, h: str, state: str, by: str, note: str, set: dict[str, Any] | None = None,
     unset: list[str] | None = None,

@@ -160,3 +160,21 @@ async def test_a_failed_attempt_releases_its_reservation(system: Api, tmp_path: 
     assert wf["state"] == "FAILED"
     doc = await budget(system)
     assert doc["reserved"] == 0 and doc["holds"] == {}
+
+
+async def test_an_action_whose_inputs_alone_fill_the_budget_starts_rather_than_waits_forever(system: Api) -> None:
+    """Its parent's 150 KB output is claimed by it, nothing else runs and nothing can be
+    evicted: no room can ever come, so it starts past the budget instead of being held."""
+    wf = await system.run(
+        {
+            "name": "too-big",
+            "actions": [
+                shell_action(1, "parent", size_kb=150),
+                shell_action(2, "child", [1], size_kb=1, expectedBytes="100KiB"),
+            ],
+        },
+        timeout=60,
+    )
+    assert wf["state"] == "SUCCEEDED", wf["actions"]
+    assert [a["state"] for a in wf["actions"]] == ["FINISHED", "FINISHED"]
+    assert (await budget(system)).get("reserved") == 0

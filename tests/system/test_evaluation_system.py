@@ -70,6 +70,8 @@ def settings(tmp_path: Path, mongo_url: str, case: tuple):
         tmp_path,
         mongo_url,
         capacity_bytes=capacity,
+        # The simulator models the thesis's decision service, which reserves nothing ahead.
+        budget_reservations=False,
         threshold=threshold,
         target=target,
         algorithm=algorithm,
