@@ -14,8 +14,9 @@ read every dataset of the workflow already, and the remembered sizes of its acti
 take one more read) and written into the action document (``reserve_bytes``), so a start
 reads nothing for it; the READY event carries it, so the claim on that event reads nothing
 either. ``named_bytes`` (what its name remembered then) spares the commit the write of a
-size its name remembers already. A document without ``reserve_bytes`` (made computed after
-its planning: a follower taking over) is worked out at its start, as the rule says.
+size its name remembers already (or of 0 where it remembered nothing: the same
+reservation). A document without ``reserve_bytes`` (made computed after its planning: a
+follower taking over) is worked out at its start, as the rule says.
 """
 
 from __future__ import annotations
@@ -106,8 +107,10 @@ async def settle(store: Store, docs: list[dict[str, Any]], source: str | None, t
         if d.get("reservation"):
             await budget.release(store, d["reservation"]["key"])
         if target == A.FINISHED and d.get("managed") and d.get("size") is not None and d.get("name"):
-            # A name that remembered this size when the action was planned keeps it unwritten.
-            if "named_bytes" not in d or d["named_bytes"] != int(d["size"]):
+            # A name that remembered this size when the action was planned keeps it unwritten;
+            # so does one that remembered nothing when the size is 0 (either way nothing is
+            # reserved: a no-op's empty output costs no write).
+            if "named_bytes" not in d or int(d["named_bytes"] or 0) != int(d["size"]):
                 await budget.remember_size(store, d["name"], int(d["size"]))
 
 
