@@ -109,6 +109,14 @@ class ActionPayload(Payload):
     attempt: int | None = Field(description="Attempts started so far.")
 
 
+class ActionReady(ActionPayload):
+    reserve_bytes: int | None = Field(
+        None,
+        description="What its start reserves in the storage budget, worked out at planning (0: nothing; "
+        'absent: not worked out yet; docs/operations.md, "Storage budget").',
+    )
+
+
 class ActionSubmitted(ActionPayload):
     job_id: str | None = Field(description="The executor's job id.")
     executor: str | None
@@ -211,7 +219,7 @@ class WorkflowFinished(Payload):
 
 PAYLOADS: dict[EventType, type[Payload]] = {
     EventType.WORKFLOW_SUBMITTED: WorkflowSubmitted,
-    EventType.ACTION_READY: ActionPayload,
+    EventType.ACTION_READY: ActionReady,
     EventType.ACTION_SUBMITTED: ActionSubmitted,
     EventType.ACTION_RUNNING: ActionRunning,
     EventType.ACTION_RETRYING: ActionRetrying,

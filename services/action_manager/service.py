@@ -79,7 +79,10 @@ class ActionManager:
             and self.work.has_room()
         ):  # fmt: skip
             try:
-                taken = await self.starter.claim_attempt(action_id, attempt, str(output_path))
+                reserve = event.payload.get("reserve_bytes")
+                taken = await self.starter.claim_attempt(
+                    action_id, attempt, str(output_path), reserve if isinstance(reserve, int) else None
+                )
             except Exception as exc:  # the store away: the scrape's timer retries
                 log.warning("claiming %s on its READY event failed: %s", action_id, exc)
                 taken = None

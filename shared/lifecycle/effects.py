@@ -67,6 +67,14 @@ def _action(d: Doc) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _ready_action(d: Doc) -> dict[str, Any]:
+    # What its start reserves, worked out at planning, so the claim on this event reads
+    # nothing (None: not worked out, the claim reads the action; shared.lifecycle.reserving).
+    if not d.get("managed"):
+        return {**_action(d), "reserve_bytes": 0}
+    return {**_action(d), "reserve_bytes": int(d["reserve_bytes"] or 0) if "reserve_bytes" in d else None}
+
+
 def _submitted_action(d: Doc) -> dict[str, Any]:
     return {**_action(d), "job_id": d.get("job_id"), "executor": d.get("executor")}
 
@@ -183,7 +191,7 @@ def _workflow_finished(d: Doc) -> dict[str, Any]:
 
 PAYLOAD_OF: dict[EventType, Callable[[Doc], dict[str, Any] | None]] = {
     EventType.WORKFLOW_SUBMITTED: _workflow_submitted,
-    EventType.ACTION_READY: _action,
+    EventType.ACTION_READY: _ready_action,
     EventType.ACTION_SUBMITTED: _submitted_action,
     EventType.ACTION_RUNNING: _running,
     EventType.ACTION_RETRYING: _retrying,

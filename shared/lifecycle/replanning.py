@@ -15,9 +15,10 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from shared.errors import PingoError
+from shared.lifecycle import reserving
 from shared.lifecycle.claims import meaning, whole
 from shared.lifecycle.moves import Mover
 from shared.states import ACTION_LIVE, ACTION_REOPENABLE, ActionState
@@ -142,8 +143,11 @@ class Replanner:
     async def recompute(self, parent: ActionDoc, child_id: str) -> bool:
         """Compute the parent again, its own inputs first."""
         pending, claims = await self.inputs(parent)
+        budget: dict[str, Any] = {}
         if parent.get("managed"):
             doc = await ds.get(self.store, parent["hash"])
+            if (doc or {}).get("size") is not None:  # what its start reserves now (reserving.expectation)
+                budget["reserve_bytes"] = reserving.expectation(parent.get("expected_bytes"), doc["size"], None)
             await ds.prepare_compute(
                 self.store, parent["hash"], (doc or {}).get("lineage") or {}, parent["output_path"], parent["_id"],
                 bool(parent.get("leaf")), self.by, [child_id],
@@ -152,7 +156,7 @@ class Replanner:
             parent["_id"], A.WAITING if pending else A.READY, sources=[parent["state"]],
             set={"pending_parents": pending, "claims": claims, "decision": "compute", "reason": "replanned",
                  "secret": secrets.token_urlsafe(18), "error": None, "successor": None, "job_handed_to": None,
-                 "kill_requested": await self.being_killed(parent)},
+                 "kill_requested": await self.being_killed(parent), **budget},
             add_to_set={"children": [child_id]}, note=f"replanned for {child_id}",
         )  # fmt: skip
         if moved is None:

@@ -8,6 +8,15 @@ the action stays READY, ``held`` says why, and the decision service frees for it
 reservation is dropped when the attempt ends, whichever way (``settle``, applied by the
 Mover to every move out of PROCESSING/SUBMITTED/RUNNING): at commit the dataset's real
 size was recorded just before (docs/state-machines.md, "Action").
+
+The expectation is worked out when the workflow is planned (``planned``: the planner has
+read every dataset of the workflow already, and the remembered sizes of its actions' names
+take one more read) and written into the action document (``reserve_bytes``), so a start
+reads nothing for it; the READY event carries it, so the claim on that event reads nothing
+either. ``named_bytes`` (what its name remembered then) spares the commit the write of a
+size its name remembers already (or of 0 where it remembered nothing: the same
+reservation). A document without ``reserve_bytes`` (made computed after its planning: a
+follower taking over) is worked out at its start, as the rule says.
 """
 
 from __future__ import annotations
@@ -25,14 +34,33 @@ from shared.store.actions import ActionDoc
 log = logging.getLogger(__name__)
 A = ActionState
 # What the reservation reads of an action.
-FIELDS = {"managed": 1, "expected_bytes": 1, "hash": 1, "name": 1}
+FIELDS = {"managed": 1, "expected_bytes": 1, "reserve_bytes": 1, "hash": 1, "name": 1}
 HELD_REASON = "storage_budget"
+
+
+def expectation(declared: int | None, lineage: int | None, named: int | None) -> int | None:
+    """The rule: what it declares, else its lineage's last size, else its name's; None: unknown."""
+    return next((int(n) for n in (declared, lineage, named) if n is not None), None)
+
+
+async def planned(store: Store, docs: list[ActionDoc], known: dict[str, dict[str, Any]]) -> None:
+    """Write into each computed managed action of a plan what its start will reserve
+    (``reserve_bytes``) and what its name remembers now (``named_bytes``): one read for
+    the whole workflow. ``known``: its datasets, as the planner read them."""
+    mine = [d for d in docs if d.get("managed") and d.get("decision") == "compute"]
+    named = await budget.expected_by_names(store, {d["name"] for d in mine if d.get("name")}) if mine else {}
+    for d in mine:
+        d["named_bytes"] = named.get(d["name"])
+        lineage = (known.get(d["hash"]) or {}).get("size")
+        d["reserve_bytes"] = expectation(d.get("expected_bytes"), lineage, d["named_bytes"])
 
 
 async def expected_bytes(store: Store, action: ActionDoc) -> int:
     """What ``action``'s output is expected to take; 0 if unknown or unmanaged."""
     if not action.get("managed"):
         return 0  # an unmanaged output lies outside the managed root and its budget
+    if "reserve_bytes" in action:  # worked out at its planning
+        return int(action["reserve_bytes"] or 0)
     declared = action.get("expected_bytes")
     if declared is not None:
         return int(declared)
@@ -85,7 +113,11 @@ async def settle(store: Store, docs: list[dict[str, Any]], source: str | None, t
         if d.get("reservation"):
             await budget.release(store, d["reservation"]["key"])
         if target == A.FINISHED and d.get("managed") and d.get("size") is not None and d.get("name"):
-            await budget.remember_size(store, d["name"], int(d["size"]))
+            # A name that remembered this size when the action was planned keeps it unwritten;
+            # so does one that remembered nothing when the size is 0 (either way nothing is
+            # reserved: a no-op's empty output costs no write).
+            if "named_bytes" not in d or int(d["named_bytes"] or 0) != int(d["size"]):
+                await budget.remember_size(store, d["name"], int(d["size"]))
 
 
 async def sweep(store: Store, older_than: float) -> int:

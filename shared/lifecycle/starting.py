@@ -64,13 +64,22 @@ class Starter:
     # When stale PROCESSING leases were last looked for (see claim).
     stale_looked_at: float = 0.0
 
-    async def claim_attempt(self, action_id: str, attempt: int, output_path: str) -> ActionDoc | None:
+    async def claim_attempt(
+        self, action_id: str, attempt: int, output_path: str, reserve_bytes: int | None = None
+    ) -> ActionDoc | None:
         """READY -> SUBMITTED: the next attempt recorded, ours, in one write. Guarded by the
         attempt the READY event named (an event about an earlier READY finds it moved on)
-        and by the absence of a kill request, as the PROCESSING -> SUBMITTED move is."""
-        action = await acts.get(self.store, action_id, {**reserving.FIELDS, "state": 1, "attempt": 1})
-        if action is None or action["state"] != A.READY or int(action.get("attempt") or 0) != attempt:
-            return None  # an event about an earlier READY
+        and by the absence of a kill request, as the PROCESSING -> SUBMITTED move is.
+        ``reserve_bytes``: what the event says its start reserves (None: not worked out, the
+        action is read for it)."""
+        if reserve_bytes is not None:
+            # The guarded claim below checks the event is current; a reservation made for a
+            # stale one is undone with the lost claim.
+            action = ActionDoc(_id=action_id, managed=True, reserve_bytes=reserve_bytes)
+        else:
+            action = await acts.get(self.store, action_id, {**reserving.FIELDS, "state": 1, "attempt": 1})
+            if action is None or action["state"] != A.READY or int(action.get("attempt") or 0) != attempt:
+                return None  # an event about an earlier READY
         room = await self.reserve(action)
         if room is None:
             return None

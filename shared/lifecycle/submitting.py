@@ -26,6 +26,7 @@ from shared import logs
 from shared.config import Settings
 from shared.errors import PingoError
 from shared.hashing import workflow_hashes
+from shared.lifecycle import reserving
 from shared.lifecycle.claims import Claim, meaning, whole
 from shared.lifecycle.misses import Miss, explain
 from shared.lifecycle.moves import Mover, outcome
@@ -472,6 +473,7 @@ class Submitter:
                     prepare_datasets(gate, planned, output_of),
                 )
                 docs = action_documents(wf_id, spec, planned, paths, output_of, now, gate.known, owner)
+                await reserving.planned(store, docs, gate.known)  # what each start reserves
                 for d in docs:
                     if d["decision"] == "compute" and d["local_id"] in misses:
                         d["miss"] = misses[d["local_id"]].stored()

@@ -73,9 +73,13 @@ class ActionDoc(TypedDict, total=False):
     retries: dict[str, float]
     timeout_seconds: float | None
     # The storage budget (docs/operations.md, "Storage budget"): the declared size of its
-    # output (expectedBytes), the attempt's reservation ({key, bytes}), and why a READY
-    # action is not started yet ({reason, message, bytes, at}).
+    # output (expectedBytes), what its start reserves and what its name's remembered size
+    # was, both worked out at planning (shared.lifecycle.reserving), the attempt's
+    # reservation ({key, bytes}), and why a READY action is not started yet ({reason,
+    # message, bytes, at}).
     expected_bytes: int | None
+    reserve_bytes: int | None
+    named_bytes: int | None
     reservation: dict[str, Any] | None
     held: dict[str, Any] | None
     failed_attempts: int

@@ -178,3 +178,38 @@ async def test_an_action_whose_inputs_alone_fill_the_budget_starts_rather_than_w
     assert wf["state"] == "SUCCEEDED", wf["actions"]
     assert [a["state"] for a in wf["actions"]] == ["FINISHED", "FINISHED"]
     assert (await budget(system)).get("reserved") == 0
+async def test_an_action_reserves_what_its_name_remembers_worked_out_when_it_was_planned(system: Api) -> None:
+    # A first output of the name "learner" teaches its size...
+    first = await system.run({"name": "learns", "actions": [shell_action(1, "learn-v1", name="learner", size_kb=30)]})
+    assert first["state"] == "SUCCEEDED"
+    taught = await system.db.budget.find_one({"_id": "size:learner"})
+    size = (await system.db.datasets.find_one({"_id": first["actions"][0]["hash"]}))["size"]
+    assert taught["bytes"] == size > 30 * KB - 1
+    # ...which another lineage of that name reserves: worked out at planning, carried by
+    # its READY event, held while it runs.
+    plan = await system.submit(
+        {"name": "uses", "actions": [shell_action(1, "learn-v2", name="learner", seconds=1.5, size_kb=30)]}
+    )
+    action_id = f"{plan['id']}.1"
+    planned = await system.db.actions.find_one({"_id": action_id})
+    assert planned["reserve_bytes"] == size and planned["named_bytes"] == size
+    deadline = time.time() + 20
+    while (await budget(system)).get("reserved") != size:
+        assert time.time() < deadline, await budget(system)
+        await asyncio.sleep(0.05)
+    wf = await system.wait(plan["id"])
+    assert wf["state"] == "SUCCEEDED"
+    ready = [
+        e.payload
+        for e in system.ctx.bus.published
+        if e.type.value == "action.ready" and e.subject.action_id == action_id
+    ]
+    assert ready and ready[0]["reserve_bytes"] == size
+    assert (await budget(system))["reserved"] == 0
+    # The same size again: its name's document is left as it was, not written again.
+    assert await system.db.budget.find_one({"_id": "size:learner"}) == taught
+    # A different size is remembered.
+    third = await system.run({"name": "grows", "actions": [shell_action(1, "learn-v3", name="learner", size_kb=10)]})
+    assert third["state"] == "SUCCEEDED"
+    smaller = (await system.db.datasets.find_one({"_id": third["actions"][0]["hash"]}))["size"]
+    assert smaller < size and (await system.db.budget.find_one({"_id": "size:learner"}))["bytes"] == smaller
