@@ -10,7 +10,9 @@ is found LOST by the reconcile sweep and computed again by the next submission
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,7 @@ from tests.support.system import Api, make_settings
 from tests.support.workflows import ROOT
 
 pytestmark = pytest.mark.real_hadoop
+WORDCOUNT = ROOT / "examples" / "wordcount"
 OWNER = "alice"  # in a group the cluster lets Pingo act for (tests/support/hadoop_targets.py)
 RUN_TIMEOUT = 420.0  # three YARN applications one after the other, each a launcher of its own
 
@@ -55,6 +58,9 @@ async def pingo_on_real_hadoop(real_oozie: OozieServer, tmp_path: Path, mongo_ur
     # The action's folder on HDFS, where Oozie ships it from (<file>).
     await fs.create(f"{cluster.hdfs_root}/actions/jobs/hdfs_synth.py",
                     (ROOT / "tests" / "jobs" / "hdfs_synth.py").read_bytes(), overwrite=True)  # fmt: skip
+    for name in ("mapper.py", "reducer.py"):
+        await fs.create(f"{cluster.hdfs_root}/actions/wordcount/{name}",
+                        (WORDCOUNT / name).read_bytes(), overwrite=True)  # fmt: skip
     # The workflow's owner, whose jobs Oozie runs (doAs): on real Hadoop the Oozie server's
     # user (Pingo's here) may only act for users the cluster's proxy-user settings allow,
     # and Oozie stages each launcher under the owner's home.
@@ -74,7 +80,8 @@ async def pingo_on_real_hadoop(real_oozie: OozieServer, tmp_path: Path, mongo_ur
 
 
 def chain(webhdfs: str, top: str = "rc-top") -> dict:
-    """root <- mid <- top, each an hdfs_synth.py shell action."""
+    """root <- mid <- top, each an hdfs_synth.py shell action, and a streaming word count
+    (examples/wordcount's mapper and reducer, Oozie's ``<map-reduce>``) of mid."""
 
     def action(aid: int, label: str, parents: list[int]) -> dict:
         return {"id": aid, "name": label, "type": "SHELL", "actionFolder": "jobs",
@@ -82,8 +89,11 @@ def chain(webhdfs: str, top: str = "rc-top") -> dict:
                 "additionalInput": [{"key": "label", "value": label}],
                 "configurationParameters": [{"key": "PINGO_JOB_WEBHDFS", "value": webhdfs}]}  # fmt: skip
 
+    count = {"id": 4, "name": "rc-count", "type": "MAP_REDUCE", "actionFolder": "wordcount",
+             "parentActions": [{"id": 2}], "mapper": ["python3", "mapper.py"], "reducer": ["python3", "reducer.py"],
+             "configurationParameters": [{"key": "mapreduce.job.reduces", "value": "1"}]}  # fmt: skip
     return {"name": "real-chain", "actions": [action(1, "rc-root", []), action(2, "rc-mid", [1]),
-                                              action(3, top, [2])]}  # fmt: skip
+                                              action(3, top, [2]), count]}  # fmt: skip
 
 
 async def test_a_workflow_runs_on_real_oozie_and_yarn_is_reused_and_a_lost_dataset_recomputed(
@@ -95,9 +105,9 @@ async def test_a_workflow_runs_on_real_oozie_and_yarn_is_reused_and_a_lost_datas
     wf = await api.run(body, timeout=RUN_TIMEOUT)
     computed_in = time.monotonic() - t0
     assert wf["state"] == "SUCCEEDED", [(a["localId"], a["state"], a["error"]) for a in wf["actions"]]
-    assert [a["decision"] for a in wf["actions"]] == ["compute"] * 3
+    assert [a["decision"] for a in wf["actions"]] == ["compute"] * 4
     root = cluster.hdfs_root
-    for a in wf["actions"]:
+    for a in wf["actions"][:3]:
         assert a["outputPath"] == f"{root}/datasets/{a['hash']}"
         # Committed and sealed on the real NameNode: read-only for everyone, Pingo's.
         status = await fs.status(a["outputPath"])
@@ -106,6 +116,14 @@ async def test_a_workflow_runs_on_real_oozie_and_yarn_is_reused_and_a_lost_datas
         assert lineage == [f"{root}/datasets/{wf['actions'][p - 1]['hash']}" for p in sorted(a["parents"])]
         assert a["size"] > 0
 
+    # The word count's output: the words of mid's part file, counted by real MapReduce.
+    count, mid = wf["actions"][3], wf["actions"][1]
+    assert count["outputPath"] == f"{root}/datasets/{count['hash']}"
+    assert (await fs.status(count["outputPath"]))["permission"] == "555"
+    words = Counter(re.findall(r"[a-z]+(?:'[a-z]+)*", (await fs.open(f"{mid['outputPath']}/part-00000")).decode()))
+    lines = (await fs.open(f"{count['outputPath']}/part-00000")).decode().splitlines()
+    counted = dict(line.split("\t") for line in lines)
+    assert {w: int(n) for w, n in counted.items()} == dict(words)
     # Each ran through the real Oozie, as the owner, as a YARN application.
     oozie = Oozie(api.settings.oozie_url, cluster.hdfs_user)
     try:
@@ -113,16 +131,16 @@ async def test_a_workflow_runs_on_real_oozie_and_yarn_is_reused_and_a_lost_datas
             assert a["jobId"].endswith("-W"), a
             info = await oozie.info(a["jobId"])
             assert (info["status"], info["user"]) == ("SUCCEEDED", OWNER)
-            node = next(n for n in info["actions"] if n["type"] == "shell")
-            assert node["externalId"].startswith("application_"), node
+            node = next(n for n in info["actions"] if n["type"] in ("shell", "map-reduce"))
+            # A map-reduce action is named by its MapReduce job once the launcher ran it.
+            assert node["externalId"].startswith("job_" if node["type"] == "map-reduce" else "application_"), node
     finally:
         await oozie.close()
 
     again = await api.run(body, timeout=RUN_TIMEOUT)
     assert again["state"] == "SUCCEEDED"
-    assert [a["decision"] for a in again["actions"]] == ["reuse"] * 3  # 0 computed
+    assert [a["decision"] for a in again["actions"]] == ["reuse"] * 4  # 0 computed
 
-    mid = wf["actions"][1]
     # Behind Pingo's back: HDFS's superuser deletes the sealed dataset.
     assert cluster.webhdfs("DELETE", mid["outputPath"], "DELETE", recursive="true")["boolean"] is True
     deadline = time.monotonic() + 60
@@ -137,7 +155,8 @@ async def test_a_workflow_runs_on_real_oozie_and_yarn_is_reused_and_a_lost_datas
     recomputed_in = time.monotonic() - t0
     assert third["state"] == "SUCCEEDED", [(a["localId"], a["state"], a["error"]) for a in third["actions"]]
     decisions = [a["decision"] for a in third["actions"]]
-    assert decisions == ["reuse", "compute", "compute"], decisions
+    assert decisions == ["reuse", "compute", "compute", "reuse"], decisions
     assert (await fs.status(mid["outputPath"]))["permission"] == "555"
     assert decode(await api.db.datasets.find_one({"_id": mid["hash"]}))["state"] in ("STORED", "LEAF")
-    print(f"\n3 shell actions on real Oozie/YARN: {computed_in:.0f} s computed, {recomputed_in:.0f} s after a loss")
+    print(f"\n3 shell actions and a streaming word count on real Oozie/YARN: {computed_in:.0f} s computed, "
+          f"{recomputed_in:.0f} s after a loss")  # fmt: skip
