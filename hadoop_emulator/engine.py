@@ -413,9 +413,20 @@ class Engine:
                 f"[{action.id}].  Failing this action!",
             )
             return
+        if outcome.started and spec is not None and spec.type == "map-reduce":
+            # The launcher submitted a MapReduce job, an application of its own: Apache
+            # Oozie 5.2.1 then names the action by that job (docs/hadoop-protocol.md).
+            action.external_id = "job_" + self._app_id().removeprefix("application_")
         if not outcome.ok and outcome.error_message is None:
             main = spec.main_class if spec is not None else ""
-            outcome.error_message = f"Main Class [{main}], exit code [{outcome.exit_code}]"
+            code = outcome.exit_code
+            if outcome.started and spec is not None and spec.type == "shell" and code:
+                # ShellMain fails its launcher with 1 whatever the command's own exit code
+                # (the job log keeps that one): Apache Oozie 5.2.1 answers errorCode 1
+                # (docs/hadoop-protocol.md, "The emulator and the real servers").
+                code = 1
+                outcome.error_code = str(code)
+            outcome.error_message = f"Main Class [{main}], exit code [{code}]"
         self._action_done(job, action, node, outcome)
 
     def _start(self, job: Job, action: Action, spec: ActionSpec | None) -> str:
