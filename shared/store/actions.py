@@ -389,3 +389,15 @@ async def hold(store: Store, action_id: str, held: dict[str, Any]) -> None:
     """Say why a READY action is not started yet (``held``: reason, message; shown in its
     view). Not a move: it stays READY, in its place in the scrape's order."""
     await store.actions.update_one({"_id": action_id, "state": str(A.READY)}, {"$set": {"held": held}})
+
+
+async def redirect_input(store: Store, child_id: str, old: str, new: str, claim: str) -> None:
+    """A parent cut off early reuses a twin dataset at ``new``: its WAITING child reads
+    that instead of ``old`` and claims it (docs/planning.md, "Early cutoff")."""
+    child = await get(store, child_id, {"input_paths": 1, "state": 1})
+    if child is None or child["state"] != "WAITING":
+        return
+    paths = [new if p == old else p for p in child.get("input_paths", [])]
+    await store.actions.update_one(
+        {"_id": child_id, "state": "WAITING"}, {"$set": {"input_paths": paths}, "$addToSet": {"claims": claim}}
+    )
