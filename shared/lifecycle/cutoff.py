@@ -42,7 +42,7 @@ async def twin_of(store: Store, action: dict[str, Any], checksum: str | None) ->
     if not fields or not all(f.startswith(INPUTS) for f in fields):
         return None
     doc = await ds.get(store, h)
-    if doc is None or doc["state"] not in TWINNABLE or doc.get("checksum") != checksum or doc.get("input_changed"):
+    if doc is None or doc["state"] not in TWINNABLE or doc.get("checksum") != checksum or not _stable(doc):
         return None
     return {"hash": h, "workflow": against.get("workflow")}
 
@@ -90,13 +90,19 @@ async def reusable(store: Store, storage: Storage, action: dict[str, Any]) -> Cu
     alt = {"definition": lineage["definition"], "parents": swapped}
     h = lineage_hash(alt)
     doc = await ds.get(store, h)
-    if meaning(doc, alt).claim is not Claim.REUSE or doc is None or doc.get("checksum") is None:
+    if meaning(doc, alt).claim is not Claim.REUSE or doc is None or doc.get("checksum") is None or not _stable(doc):
         return None
     if not (await verify(storage, doc, "checksum")).ok:
         return None
     which = next(h for h in lineage["parents"] if h in twins)
     parent, workflow = named.get(which, which[:12]), twins[which].get("workflow") or "an earlier workflow"
     return Cutoff(h, doc["path"], f"early cutoff: parent {parent}'s output is identical to {workflow}'s")
+
+
+def _stable(doc: dict[str, Any]) -> bool:
+    """Its output is a function of its lineage: not made from an input that changed while it
+    ran, and never found to differ when computed again (the determinism audit)."""
+    return not doc.get("input_changed") and not doc.get("nondeterministic_count")
 
 
 def _against(action: dict[str, Any]) -> str | None:
