@@ -69,7 +69,9 @@ ACTION_TRANSITIONS: dict[ActionState, frozenset[ActionState]] = {
     # READY -> PROCESSING is the scraper's claim; PROCESSING -> PROCESSING retakes a stale one.
     # READY -> SUBMITTED: an action manager woken by the READY event claims the attempt
     # itself, in one write (docs/state-machines.md, "Action").
-    A.READY: frozenset({A.PROCESSING, A.SUBMITTED, A.KILLED}),
+    # READY -> REUSED: cut off early, a parent's output being an earlier lineage's twin
+    # (docs/planning.md, "Early cutoff").
+    A.READY: frozenset({A.PROCESSING, A.SUBMITTED, A.REUSED, A.KILLED}),
     # PROCESSING -> WAITING: an input vanished before the start; its producer runs again first.
     A.PROCESSING: frozenset({A.PROCESSING, A.SUBMITTED, A.READY, A.WAITING, A.FAILED, A.KILLED}),
     # SUBMITTED -> READY is a submit error below the retry ceiling; FAILED above it.

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.events import EventType
+from shared.lifecycle.cutoff_candidates import may_be_cut_off
 from shared.states import ACTION_REOPENABLE, DATASET_WITHDRAWABLE, ActionState, DatasetState, WorkflowState
 
 A, D, W = ActionState, DatasetState, WorkflowState
@@ -70,9 +71,12 @@ def _action(d: Doc) -> dict[str, Any]:
 def _ready_action(d: Doc) -> dict[str, Any]:
     # What its start reserves, worked out at planning, so the claim on this event reads
     # nothing (None: not worked out, the claim reads the action; shared.lifecycle.reserving).
+    # One that may be cut off early says None too: its claim reads it to look (shared.lifecycle.cutoff).
     if not d.get("managed"):
         return {**_action(d), "reserve_bytes": 0}
-    return {**_action(d), "reserve_bytes": int(d["reserve_bytes"] or 0) if "reserve_bytes" in d else None}
+    if "reserve_bytes" not in d or may_be_cut_off(d):
+        return {**_action(d), "reserve_bytes": None}
+    return {**_action(d), "reserve_bytes": int(d["reserve_bytes"] or 0)}
 
 
 def _submitted_action(d: Doc) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import networkx as nx
 
 from shared.executors.base import Executor, JobState, JobStatus
 from shared.inputs import changed_since
-from shared.lifecycle import attempts, reserving
+from shared.lifecycle import attempts, cutoff, reserving
 from shared.lifecycle.following import Following
 from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import Replanner, Replans
@@ -190,6 +190,10 @@ class Outcomes:
         found = await self.storage.integrity(final, checksum=bool(action.get("managed")))
         size = found.size if found else None
         differs = nondeterminism(current, found.checksum if found else None)
+        # Byte-identical to an earlier lineage's output: its children may be cut off early.
+        twin = None
+        if action.get("managed") and not changed and found is not None:
+            twin = await cutoff.twin_of(self.store, action, found.checksum)
         started = status.started_at or action.get("submitted_at") or time.time()
         seconds = max(0.0, (status.ended_at or time.time()) - started)
         if action.get("managed"):
@@ -198,7 +202,7 @@ class Outcomes:
                     self.store, action["hash"], action["_id"], size, seconds, bool(action.get("leaf")), self.by,
                     files=found.files if found else None, checksum=found.checksum if found else None,
                     owner=action.get("owner"), storage=self.storage.identity, seen=current,
-                    input_changed=changed or None,
+                    input_changed=changed or None, twin=twin,
                 )  # fmt: skip
             except ds.Deferred:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])

@@ -25,7 +25,7 @@ from shared.config import Settings
 from shared.errors import Refused
 from shared.events import EventType
 from shared.executors.base import Executor, JobFenced, JobRequest
-from shared.lifecycle import attempts, reserving
+from shared.lifecycle import attempts, cutoff, reserving
 from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import CannotReplan, Replans
 from shared.metrics import READY_TO_SUBMIT, SUBMIT_ERRORS
@@ -33,6 +33,7 @@ from shared.states import ActionState
 from shared.storage import Storage
 from shared.store import Store
 from shared.store import actions as acts
+from shared.store import datasets as ds
 from shared.store.actions import ActionDoc
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class Ending(Protocol):
     ) -> ActionDoc | None: ...  # fmt: skip
 
     async def stop_if_killed(self, action: ActionDoc | None, job_id: str) -> None: ...
+
+    async def ready_children(self, action: ActionDoc, skip: list[str] | None = None) -> None: ...
 
 
 @dataclass
@@ -70,16 +73,19 @@ class Starter:
         """READY -> SUBMITTED: the next attempt recorded, ours, in one write. Guarded by the
         attempt the READY event named (an event about an earlier READY finds it moved on)
         and by the absence of a kill request, as the PROCESSING -> SUBMITTED move is.
-        ``reserve_bytes``: what the event says its start reserves (None: not worked out, the
-        action is read for it)."""
+        ``reserve_bytes``: what the event says its start reserves (None: not worked out, or
+        the action may be cut off early: the action is read for it)."""
         if reserve_bytes is not None:
             # The guarded claim below checks the event is current; a reservation made for a
             # stale one is undone with the lost claim.
             action = ActionDoc(_id=action_id, managed=True, reserve_bytes=reserve_bytes)
         else:
-            action = await acts.get(self.store, action_id, {**reserving.FIELDS, "state": 1, "attempt": 1})
+            fields = {**reserving.FIELDS, "state": 1, "attempt": 1, "miss": 1}
+            action = await acts.get(self.store, action_id, fields)
             if action is None or action["state"] != A.READY or int(action.get("attempt") or 0) != attempt:
                 return None  # an event about an earlier READY
+            if cutoff.may_be_cut_off(action) and await self.cut_off(action_id):
+                return None
         room = await self.reserve(action)
         if room is None:
             return None
@@ -93,6 +99,40 @@ class Starter:
         if res is None:
             await reserving.undo(self.store, room)
         return res
+
+    async def cut_off(self, action_id: str) -> bool:
+        """READY -> REUSED instead of a start when a parent's output is byte-identical to an
+        earlier lineage's and that lineage's output of this action is stored
+        (docs/planning.md, "Early cutoff"): its children read that output instead."""
+        action = await acts.get(self.store, action_id)
+        if action is None or action["state"] != A.READY:
+            return False
+        try:
+            found = await cutoff.reusable(self.store, self.storage, action)
+        except Exception:  # a cutoff missed is a computation, never an error
+            log.exception("%s: early cutoff not looked up", action_id)
+            return False
+        if found is None:
+            return False
+        twin = {"hash": found.hash}
+        moved = await self.mover.action(
+            action_id, A.REUSED, by=self.owner, sources=[A.READY], where={"kill_requested": {"$ne": True}},
+            set={"output_path": found.path, "twin": twin, "reason": found.reason, "finished_at": time.time()},
+            note=found.reason,
+        )  # fmt: skip
+        if moved is None:
+            return False
+        log.info("%s: %s", action_id, found.reason)
+        children = list(action.get("children", []))
+        await ds.add_claims(self.store, found.hash, children)
+        for child in children:
+            await acts.redirect_input(self.store, child, action["output_path"], found.path, found.hash)
+        await ds.set_twin(self.store, action["hash"], twin)
+        # What it read, and the dataset it was to make (never made: gone), are free.
+        held, produced = ds.held_by([action])
+        await ds.release(self.store, held, produced, self.owner, "early_cutoff")
+        await self.ending.ready_children(moved)
+        return True
 
     async def reserve(self, action: ActionDoc) -> dict[str, Any] | None:
         """Room for the attempt's output in the storage budget: what its claim records, or
@@ -134,7 +174,7 @@ class Starter:
     async def claim(self, limit: int) -> tuple[list[ActionDoc], int]:
         """The actions taken (READY, or PROCESSING with a stale lease), and how many were found to take."""
         stale = time.time() - self.settings.stale_after
-        fields = {"lease_at": 1, "state": 1, **reserving.FIELDS}
+        fields = {"lease_at": 1, "state": 1, "miss": 1, **reserving.FIELDS}
         candidates = await acts.in_state(self.store, A.READY, fields=fields, sort="updated_at", limit=limit)
         # A lease turns stale only after stale_after, so looking once per scrape interval is
         # soon enough; a scrape an event woke (an action just turned READY: a chain's hop)
@@ -147,6 +187,8 @@ class Starter:
             )
         out, held = [], 0
         for c in candidates:
+            if c["state"] == A.READY and cutoff.may_be_cut_off(c) and await self.cut_off(c["_id"]):
+                continue
             # A READY action starts only with room for its output; a stale lease keeps its own.
             room = await self.reserve(c) if c["state"] == A.READY else {}
             if room is None:

@@ -401,3 +401,15 @@ async def any_in_flight(store: Store) -> bool:
         if await store.actions.find_one({"state": str(state)}, {"_id": 1}) is not None:
             return True
     return False
+
+
+async def redirect_input(store: Store, child_id: str, old: str, new: str, claim: str) -> None:
+    """A parent cut off early reuses a twin dataset at ``new``: its WAITING child reads
+    that instead of ``old`` and claims it (docs/planning.md, "Early cutoff")."""
+    child = await get(store, child_id, {"input_paths": 1, "state": 1})
+    if child is None or child["state"] != "WAITING":
+        return
+    paths = [new if p == old else p for p in child.get("input_paths", [])]
+    await store.actions.update_one(
+        {"_id": child_id, "state": "WAITING"}, {"$set": {"input_paths": paths}, "$addToSet": {"claims": claim}}
+    )

@@ -137,6 +137,11 @@ async def claim_in_flight(
     return None
 
 
+async def set_twin(store: Store, h: str, twin: dict[str, Any]) -> None:
+    """``h``'s action was cut off early: what stands for its output (docs/planning.md, "Early cutoff")."""
+    await store.datasets.update_one({"_id": h}, {"$set": {"twin": twin}})
+
+
 async def add_claims(store: Store, h: str, claimants: list[str]) -> None:
     """Protect a dataset for readers planned later (re-planning, an identical action)."""
     if claimants:
@@ -399,6 +404,7 @@ async def record_output(
     store: Store, h: str, producer: str, size: int | None, seconds: float, leaf: bool, by: str,
     *, files: int | None = None, checksum: str | None = None, owner: str | None = None,
     storage: str | None = None, seen: dict[str, Any] | None = None, input_changed: list | None = None,
+    twin: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:  # fmt: skip
     """After a producer succeeded and its output was committed: STORED or LEAF, with stats
     and what its files were at commit (``size``, ``files``, ``checksum``: what a later
@@ -419,6 +425,7 @@ async def record_output(
     committed = {
         "size": size, "files": files, "checksum": checksum, "committed_at": time.time(), "produced_by": producer,
         "owner": owner, "storage": storage, "input_changed": input_changed,
+        "twin": twin,  # an earlier lineage's byte-identical output (docs/planning.md, "Early cutoff")
     }  # fmt: skip
     update: dict[str, Any] = {
         "set": committed,
@@ -443,7 +450,7 @@ async def record_output(
     if seen is not None:  # it moved since it was seen: from what it is now
         return await record_output(
             store, h, producer, size, seconds, leaf, by, files=files, checksum=checksum, owner=owner, storage=storage,
-            input_changed=input_changed,
+            input_changed=input_changed, twin=twin,
         )  # fmt: skip
     return await get(store, h)
 

@@ -178,6 +178,8 @@ async def test_an_action_whose_inputs_alone_fill_the_budget_starts_rather_than_w
     assert wf["state"] == "SUCCEEDED", wf["actions"]
     assert [a["state"] for a in wf["actions"]] == ["FINISHED", "FINISHED"]
     assert (await budget(system)).get("reserved") == 0
+
+
 async def test_an_action_reserves_what_its_name_remembers_worked_out_when_it_was_planned(system: Api) -> None:
     # A first output of the name "learner" teaches its size...
     first = await system.run({"name": "learns", "actions": [shell_action(1, "learn-v1", name="learner", size_kb=30)]})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -158,3 +159,48 @@ async def test_with_users_an_action_is_compared_with_its_owners_workflows_only(t
         finally:
             await team.close()
             await anonymous.close()
+
+
+async def test_a_cache_version_and_an_input_file_are_named(system: Api, settings: Settings, tmp_path: Path):
+    """The two fields that joined the key with external inputs: each planted alone, named alone."""
+    # synth.py reads an input folder's part-00000.
+    table = settings.action_roots[-1] / "table"
+    table.mkdir(parents=True, exist_ok=True)
+    part = table / "part-00000"
+    part.write_text("a,1\n")
+    body = {
+        "name": "explained-keys",
+        "actions": [shell_action(1, "k-a"), shell_action(2, "k-b", [1]), shell_action(3, "k-c", [2])],
+    }
+    body["actions"][0]["additionalInput"].append({"key": "table", "value": str(table)})
+    first = await submit_explained(system, body)
+    assert set(fields(first)) == {1, 2, 3}
+
+    # The middle action's cacheVersion: it names cacheVersion, its child names it as a parent.
+    versioned = copy.deepcopy(body)
+    versioned["actions"][1]["cacheVersion"] = "fix-2"
+    wf = await submit_explained(system, versioned)
+    assert fields(wf) == {2: ["cacheVersion"], 3: ["parent 2"]}
+    (miss,) = (a["miss"] for a in wf["actions"] if a["localId"] == 2)
+    assert miss["changes"][0] == {"field": "cacheVersion", "old": None, "new": "fix-2", "parent": None}
+    assert "cacheVersion added" in miss["summary"], miss
+    versioned["actions"][1]["cacheVersion"] = "fix-3"
+    wf = await submit_explained(system, versioned)
+    assert fields(wf) == {2: ["cacheVersion"], 3: ["parent 2"]}
+
+    # The folder an additionalInput names, a file of it edited behind Pingo's back: its
+    # fingerprint's fields (default policy `stat`: a folder's size, and a digest over its
+    # files' sizes and modification times), then every descendant.
+    before = part.stat().st_mtime_ns
+    part.write_text("a,1\nb,2\n")
+    os.utime(part, ns=(before + 10**9, before + 10**9))
+    wf = await submit_explained(system, versioned)
+    assert fields(wf) == {1: ["inputs[0].digest", "inputs[0].size"], 2: ["parent 1"], 3: ["parent 2"]}
+    (miss,) = (a["miss"] for a in wf["actions"] if a["localId"] == 1)
+    assert miss["changes"][1] == {"field": "inputs[0].size", "old": "4", "new": "8", "parent": None}
+
+    # Touched only (the same bytes, a new modification time): the digest alone.
+    later = part.stat().st_mtime_ns + 10**9
+    os.utime(part, ns=(later, later))
+    wf = await submit_explained(system, versioned)
+    assert fields(wf) == {1: ["inputs[0].digest"], 2: ["parent 1"], 3: ["parent 2"]}
