@@ -340,14 +340,19 @@ class MiniCluster:
     def stop(self, grace: float = 20.0) -> None:
         """SIGTERM to the cluster's process group, SIGKILL after ``grace`` seconds."""
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=grace)
+        stop_group(proc, grace)
+
+
+def stop_group(proc: subprocess.Popen | None, grace: float) -> None:
+    """SIGTERM to a JVM's process group, SIGKILL after ``grace`` seconds (nothing if gone)."""
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=grace)
 
 
 def resident_bytes(process: subprocess.Popen | None) -> int:

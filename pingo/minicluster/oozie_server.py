@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.error
@@ -18,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pingo.minicluster.classpath import OOZIE_POM, Unavailable, java_home, resolve_classpath
-from pingo.minicluster.cluster import JPMS_OPTS, MiniCluster, _die_with_parent, resident_bytes
+from pingo.minicluster.cluster import JPMS_OPTS, MiniCluster, _die_with_parent, resident_bytes, stop_group
 from pingo.ports import free_ports
 from shared.hadoop.configuration import configuration_xml
 
@@ -189,14 +188,7 @@ class OozieServer:
         """SIGTERM, SIGKILL after ``grace`` seconds: Oozie's shutdown hook can wait on its
         services for longer, and its Derby is thrown away with the work folder."""
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=grace)
+        stop_group(proc, grace)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -86,6 +86,17 @@ def clients(cluster: MiniCluster, oozie_url: str) -> tuple[WebHdfs, Oozie]:
     return WebHdfs(cluster.webhdfs_url, cluster.hdfs_user), Oozie(oozie_url, cluster.hdfs_user)
 
 
+def job_properties(cluster: MiniCluster, app: str, external_id: str) -> dict[str, str]:
+    """What every submission of these tests names: its application, the cluster, its id."""
+    return {
+        "user.name": cluster.hdfs_user,
+        "oozie.wf.application.path": f"{cluster.name_node}{app}",
+        "nameNode": cluster.name_node,
+        "jobTracker": cluster.resource_manager,
+        "oozie.wf.external.id": external_id,
+    }
+
+
 async def test_a_workflow_submitted_by_pingos_client_runs_on_real_oozie_and_yarn(real_oozie: OozieServer) -> None:
     cluster = real_oozie.cluster
     external_id = f"real-oozie-{uuid.uuid4().hex[:8]}"
@@ -101,11 +112,7 @@ async def test_a_workflow_submitted_by_pingos_client_runs_on_real_oozie_and_yarn
         await fs.create(f"{app}/input/lines.txt", b"one\ntwo\nthree\n")
         assert 2 in await oozie.versions()
         properties = {
-            "user.name": cluster.hdfs_user,
-            "oozie.wf.application.path": f"{cluster.name_node}{app}",
-            "nameNode": cluster.name_node,
-            "jobTracker": cluster.resource_manager,
-            "oozie.wf.external.id": external_id,
+            **job_properties(cluster, app, external_id),
             "oozie.use.system.libpath": "true",  # Oozie's streaming main, as Pingo's map-reduce actions
             "oozie.wf.workflow.notification.url": f"{notify_url}?id=$jobId&status=$status",
             "made": made,
@@ -169,13 +176,7 @@ async def test_a_running_workflow_killed_by_pingos_client_ends_killed_on_real_oo
     try:
         await fs.mkdirs(app)
         await fs.create(f"{app}/workflow.xml", SLEEPER.encode())
-        properties = {
-            "user.name": cluster.hdfs_user,
-            "oozie.wf.application.path": f"{cluster.name_node}{app}",
-            "nameNode": cluster.name_node,
-            "jobTracker": cluster.resource_manager,
-            "oozie.wf.external.id": external_id,
-        }
+        properties = job_properties(cluster, app, external_id)
         job_id = await oozie.submit(properties, external_id, do_as=OWNER)
         started = time.monotonic()
         action: dict = {}
@@ -292,11 +293,7 @@ async def test_with_every_callback_lost_real_oozie_still_learns_a_shell_actions_
         await fs.mkdirs(app)
         await fs.create(f"{app}/workflow.xml", WORKFLOW.replace('<ok to="count"/>', '<ok to="end"/>').encode())
         properties = {
-            "user.name": cluster.hdfs_user,
-            "oozie.wf.application.path": f"{cluster.name_node}{app}",
-            "nameNode": cluster.name_node,
-            "jobTracker": cluster.resource_manager,
-            "oozie.wf.external.id": external_id,
+            **job_properties(cluster, app, external_id),
             "made": f"/user/{OWNER}/{external_id}",
         }
         job_id = await oozie.submit(properties, external_id, do_as=OWNER)
