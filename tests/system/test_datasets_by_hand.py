@@ -14,9 +14,9 @@ import pytest
 
 from pingo.dev import all_services
 from shared.runtime import Context, running
-from shared.store import users
 from tests.support.system import Api, make_settings
 from tests.support.workflows import decisions, shell_action
+from tests.system.test_users import start_team
 
 KB = 1024
 
@@ -61,13 +61,7 @@ def settings(tmp_path: Path, mongo_url: str):
 async def team(tmp_path: Path, mongo_url: str):
     """The services with users alice, bob and the admin root: an Api for each."""
     settings = make_settings(tmp_path, mongo_url, auth_cache_seconds=0.5, output_roots=[tmp_path / "home" / "{user}"])
-    ctx = await Context.open(settings)
-    now = time.time()
-    tokens = {
-        "alice": await users.add(ctx.store, "alice", False, now),
-        "bob": await users.add(ctx.store, "bob", False, now),
-        "root": await users.add(ctx.store, "root", True, now),
-    }
+    ctx, tokens = await start_team(settings)
     async with running(ctx, all_services):
         apis = {name: Api(settings, token=token) for name, token in tokens.items()}
         for api in apis.values():
