@@ -97,6 +97,16 @@ def job_properties(cluster: MiniCluster, app: str, external_id: str) -> dict[str
     }
 
 
+async def ended(oozie: Oozie, job_id: str) -> str:
+    """The workflow's status once it ended (or as it is after JOB_TIMEOUT), polled every 2 s."""
+    started = time.monotonic()
+    status = await oozie.status(job_id)
+    while status not in TERMINAL and time.monotonic() - started < JOB_TIMEOUT:
+        await asyncio.sleep(2)
+        status = await oozie.status(job_id)
+    return status
+
+
 async def test_a_workflow_submitted_by_pingos_client_runs_on_real_oozie_and_yarn(real_oozie: OozieServer) -> None:
     cluster = real_oozie.cluster
     external_id = f"real-oozie-{uuid.uuid4().hex[:8]}"
@@ -122,11 +132,7 @@ async def test_a_workflow_submitted_by_pingos_client_runs_on_real_oozie_and_yarn
         job_id = await oozie.submit(properties, external_id, do_as=OWNER)
         assert job_id.endswith("-W")
         assert await oozie.find(external_id) == job_id  # a repeated submission finds it
-        started = time.monotonic()
-        status = await oozie.status(job_id)
-        while status not in TERMINAL and time.monotonic() - started < JOB_TIMEOUT:
-            await asyncio.sleep(2)
-            status = await oozie.status(job_id)
+        status = await ended(oozie, job_id)
         info = await oozie.info(job_id)
         errors = [(a["name"], a["status"], a["errorCode"], a["errorMessage"]) for a in info["actions"]]
         assert status == "SUCCEEDED", errors
@@ -297,11 +303,7 @@ async def test_with_every_callback_lost_real_oozie_still_learns_a_shell_actions_
             "made": f"/user/{OWNER}/{external_id}",
         }
         job_id = await oozie.submit(properties, external_id, do_as=OWNER)
-        started = time.monotonic()
-        status = await oozie.status(job_id)
-        while status not in TERMINAL and time.monotonic() - started < JOB_TIMEOUT:
-            await asyncio.sleep(2)
-            status = await oozie.status(job_id)
+        status = await ended(oozie, job_id)
         info = await oozie.info(job_id)
         assert status == "SUCCEEDED", [(a["name"], a["status"], a["errorMessage"]) for a in info["actions"]]
         hello = next(a for a in info["actions"] if a["name"] == "hello")
