@@ -126,7 +126,11 @@ class Following:
     async def take_over(self, follower: ActionDoc, producer: ActionDoc, reason: str, job_alive: bool) -> bool:
         """The elected follower carries on: True once it did (here or by a concurrent caller)."""
         fid, pid = follower["_id"], producer["_id"]
-        guard = {"sources": [A.FOLLOWING], "where": {"follows": pid}}
+        # Never a follower its workflow's kill has flagged: that kill moves one state at a
+        # time (WAITING before FOLLOWING), and one taking over between two of its writes
+        # would be left WAITING for ever. Refused, it stays FOLLOWING for the kill to end
+        # (docs/state-machines.md, "Kill").
+        guard = {"sources": [A.FOLLOWING], "where": {"follows": pid, "kill_requested": {"$ne": True}}}
         common = {
             "decision": "compute", "reason": "takeover", "takeover_of": pid, "error": None,
             "takeover_failures": self.failures(producer, reason), "secret": secrets.token_urlsafe(18),

@@ -96,9 +96,10 @@ class Repairs:
         for wf in await wfs.in_state(store, W.RUNNING, {"kill_requested_at": 1}, kill_applied=False):
             if float(wf.get("kill_requested_at") or 0) < grace:
                 await self.ends.kill_workflow(wf["_id"])
-        # Kills applied long ago whose workflow still runs: an action was reopened after the
-        # kill's bulk write (a follower re-planned as its producer was killed), flagged but
-        # left WAITING. The kill is idempotent: applied again, it ends what was reopened.
+        # Kills applied long ago whose workflow still runs: a defence for an ended action
+        # re-planning reopened after the kill's bulk writes (it read the kill flag just
+        # before the kill was requested). The kill is idempotent: applied again, it ends
+        # what was reopened.
         long_ago = time.time() - 3 * self.settle_interval
         for wf in await wfs.in_state(store, W.RUNNING, {"kill_requested_at": 1}, kill_applied=True):
             if float(wf.get("kill_requested_at") or 0) < long_ago:

@@ -359,6 +359,32 @@ async def test_a_successor_whose_workflow_is_killed_as_it_takes_over_leaves_noth
     assert runs(log, "stale-ingest") == 0
 
 
+async def test_a_successor_its_workflows_kill_has_flagged_does_not_take_over(system: Api, tmp_path: Path) -> None:
+    """A kill flags every action of the workflow, then ends them one state at a time
+    (WAITING before FOLLOWING). A follower elected before the flag must not take over
+    after it: moved to WAITING past the kill's WAITING write, it would wait for ever in a
+    killed workflow. It stays FOLLOWING, and the kill ends it."""
+    log = tmp_path / "exec.log"
+    first, (late,) = await producer_and_followers(system, sweep_member, log, "flagged", 4.0, followers=1)
+    store = system.ctx.store
+    elected = await acts.get(store, action(late, 2)["id"])  # as the election read it
+    producer = await acts.get(store, action(first, 2)["id"])
+    await acts.flag_kill(store, late["id"], time.time())  # the kill's first write; its moves not yet
+
+    following = system.ctx.outcomes("test").following
+    assert not await following.take_over(elected, producer, "killed", job_alive=False)
+    doc = await acts.get(store, elected["_id"])
+    assert doc["state"] == "FOLLOWING" and doc["follows"] == producer["_id"], doc["state"]
+
+    for wf in (late, first):
+        await kill(system, wf["id"])
+        assert (await system.wait(wf["id"]))["state"] == "KILLED"
+    for local_id in (1, 2):
+        d = await system.db.datasets.find_one({"_id": action(first, local_id)["hash"]})
+        assert d["claims"] == [] and d["producers"] == [] and d["state"] == "DELETED", d
+    assert runs(log, "flagged-ingest") == 0
+
+
 async def test_an_input_deleted_after_planning_is_computed_again_and_the_workflow_heals(
     system: Api, tmp_path: Path
 ) -> None:
