@@ -17,6 +17,7 @@ from pathlib import Path
 
 POM = Path(__file__).resolve().with_name("pom.xml")
 OOZIE_POM = POM.parent / "oozie" / "pom.xml"
+SQOOP_POM = POM.parent / "sqoop" / "pom.xml"
 HADOOP_VERSION = re.search(r"<hadoop\.version>([^<]+)</hadoop\.version>", POM.read_text()).group(1)
 # Maven's output when it fails: the last lines carry the reason.
 ERROR_TAIL = 40
@@ -47,7 +48,8 @@ def cache_dir() -> Path:
 
 
 def resolve_classpath(progress: bool = True, pom: Path = POM, name: str = f"hadoop-{HADOOP_VERSION}") -> list[str]:
-    """The jars of ``pom`` (the mini cluster's by default; Oozie's is ``OOZIE_POM``), resolved
+    """The jars of ``pom`` (the mini cluster's by default; Oozie's is ``OOZIE_POM``, Sqoop's
+    ``SQOOP_POM``), resolved
     by ``mvn dependency:build-classpath`` the first time (downloads into ``~/.m2``, about
     115 MB for the cluster) and read from the cache afterwards."""
     digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:16]

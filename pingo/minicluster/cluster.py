@@ -20,6 +20,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -318,11 +319,12 @@ class MiniCluster:
         text = "".join(f"{key} {value}\n" for key, value in defaults.items())
         (self.conf_dir / "spark-defaults.conf").write_text(text)
 
-    def client_argv(self, main_class: str, *args: str, heap: str = "512m") -> list[str]:
+    def client_argv(self, main_class: str, *args: str, heap: str = "512m", jars: Sequence[str] = ()) -> list[str]:
         """A Hadoop client JVM on this cluster (``hadoop jar`` without the scripts): its
-        configuration first on the class path, then the cluster's jars. Run it with
-        ``HADOOP_USER_NAME`` set to the user it acts as."""
-        classpath = [str(self.conf_dir), *resolve_classpath(progress=False)]
+        configuration first on the class path, then ``jars`` (a tool's, which win over the
+        cluster's versions), then the cluster's jars. Run it with ``HADOOP_USER_NAME`` set to
+        the user it acts as."""
+        classpath = [str(self.conf_dir), *jars, *resolve_classpath(progress=False)]
         java = str(java_home() / "bin" / "java")
         return [java, *JPMS_OPTS, f"-Xmx{heap}", "-XX:TieredStopAtLevel=1", "-cp", os.pathsep.join(classpath),
                 main_class, *args]  # fmt: skip

@@ -4,12 +4,15 @@ session's real mini cluster (WebHDFS, YARN) and a real Apache Oozie 5.2.1 (one f
 module). A workflow of SHELL actions is submitted over the API, each action runs through
 Oozie as a real YARN application, its output is committed into Pingo's managed root on
 HDFS; submitted again, everything is reused; a dataset deleted on HDFS behind Pingo's back
-is found LOST by the reconcile sweep and computed again by the next submission
-(docs/hadoop-protocol.md, "Apache Oozie on this machine")."""
+is found LOST by the reconcile sweep and computed again by the next submission. Java
+MapReduce actions of both APIs (examples/wordcount-java) run through Oozie's map-reduce
+action too, committed and then reused (docs/hadoop-protocol.md, "Apache Oozie on this
+machine")."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from collections import Counter
@@ -25,11 +28,14 @@ from shared.hadoop.webhdfs import WebHdfs
 from shared.runtime import Context, running
 from shared.store import users
 from shared.store.transitions import decode
+from tests.support.java_mapreduce import build_wordcount
 from tests.support.system import Api, make_settings
 from tests.support.workflows import ROOT
 
 pytestmark = pytest.mark.real_hadoop
 WORDCOUNT = ROOT / "examples" / "wordcount"
+WORDCOUNT_JAVA = ROOT / "examples" / "wordcount-java"
+WORD = r"[a-z]+(?:'[a-z]+)*"  # the word counts' own pattern
 OWNER = "alice"  # in a group the cluster lets Pingo act for (tests/support/hadoop_targets.py)
 RUN_TIMEOUT = 420.0  # three YARN applications one after the other, each a launcher of its own
 
@@ -160,3 +166,61 @@ async def test_a_workflow_runs_on_real_oozie_and_yarn_is_reused_and_a_lost_datas
     assert decode(await api.db.datasets.find_one({"_id": mid["hash"]}))["state"] in ("STORED", "LEAF")
     print(f"\n3 shell actions and a streaming word count on real Oozie/YARN: {computed_in:.0f} s computed, "
           f"{recomputed_in:.0f} s after a loss")  # fmt: skip
+
+
+def java_word_counts(books: str) -> dict:
+    """The MAP_REDUCE actions of examples/wordcount-java's two workflows (old ``mapred`` API,
+    and new ``mapreduce`` API by ``mapreduceApi``), each counting the words of ``books``, an
+    HDFS folder, with its jar from the action folder ``wordcount-java`` on HDFS."""
+    actions = []
+    for aid, example in enumerate(("wordcount-java.json", "wordcount-mapreduce-api.json"), start=1):
+        action = json.loads((WORDCOUNT_JAVA / example).read_text())["actions"][1]
+        del action["parentActions"]
+        action |= {"id": aid, "actionFolder": "wordcount-java", "additionalInput": [{"value": books}]}
+        action["configurationParameters"]["mapreduce.job.reduces"] = "1"
+        actions.append(action)
+    return {"name": "real-java-wordcounts", "actions": actions}
+
+
+async def test_java_mapreduce_of_both_apis_runs_through_real_oozie_and_is_reused(
+    pingo_on_real_hadoop, tmp_path: Path
+) -> None:
+    api, fs, cluster = pingo_on_real_hadoop
+    root = cluster.hdfs_root
+    jar = await asyncio.to_thread(build_wordcount, tmp_path)
+    # The job's jar in its action folder: Pingo names the folder as oozie.libpath.
+    await fs.create(f"{root}/actions/wordcount-java/wordcount.jar", jar.read_bytes(), overwrite=True)
+    books, text = f"{root}/actions/books", ""
+    for path in sorted(WORDCOUNT.glob("*.txt")):
+        await fs.create(f"{books}/{path.name}", path.read_bytes(), overwrite=True)
+        text += path.read_text()
+    expected = Counter(re.findall(WORD, text.lower()))
+    body = java_word_counts(books)
+
+    t0 = time.monotonic()
+    wf = await api.run(body, timeout=RUN_TIMEOUT)
+    computed_in = time.monotonic() - t0
+    assert wf["state"] == "SUCCEEDED", [(a["localId"], a["state"], a["error"]) for a in wf["actions"]]
+    assert [a["decision"] for a in wf["actions"]] == ["compute"] * 2
+    oozie = Oozie(api.settings.oozie_url, cluster.hdfs_user)
+    try:
+        # New-API reducers name their files part-r-NNNNN, old-API ones part-NNNNN.
+        for a, part in zip(wf["actions"], ("part-00000", "part-r-00000"), strict=True):
+            assert a["outputPath"] == f"{root}/datasets/{a['hash']}"
+            status = await fs.status(a["outputPath"])
+            assert (status["owner"], status["permission"]) == (OWNER, "555")
+            assert sorted(f["pathSuffix"] for f in await fs.list(a["outputPath"])) == ["_SUCCESS", part]
+            lines = (await fs.open(f"{a['outputPath']}/{part}")).decode().splitlines()
+            assert {w: int(n) for w, n in (line.split("\t") for line in lines)} == dict(expected)
+            # Oozie's map-reduce action ran it (MapReduceMain), as the owner, a MapReduce job on YARN.
+            info = await oozie.info(a["jobId"])
+            assert (info["status"], info["user"]) == ("SUCCEEDED", OWNER)
+            node = next(n for n in info["actions"] if n["type"] == "map-reduce")
+            assert node["externalId"].startswith("job_"), node
+    finally:
+        await oozie.close()
+
+    again = await api.run(body, timeout=RUN_TIMEOUT)
+    assert again["state"] == "SUCCEEDED"
+    assert [a["decision"] for a in again["actions"]] == ["reuse"] * 2
+    print(f"\nJava MapReduce, old and new API, through real Oozie/YARN: {computed_in:.0f} s")
