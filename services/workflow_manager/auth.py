@@ -34,6 +34,7 @@ from shared.store.client import Store
 
 log = logging.getLogger(__name__)
 OPEN_PATHS = frozenset({"/healthz"})
+PAGE_METHODS = frozenset({"GET", "HEAD"})
 CACHE_LIMIT = 10_000  # credentials remembered per replica (a burst of bad ones cannot grow it further)
 
 
@@ -144,7 +145,9 @@ class Authenticator:
 
     @web.middleware
     async def authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in OPEN_PATHS or ui.serves_page(request) or not await self.required():
+        # The web view's pages are read with GET (or HEAD) only: no other request asks for one.
+        page = request.method in PAGE_METHODS and ui.serves_page(request)
+        if request.path in OPEN_PATHS or page or not await self.required():
             return await handler(request)
         request[IDENTITY] = await self.identify(request.headers.get("Authorization"))
         return await handler(request)
