@@ -45,6 +45,7 @@ from services.workflow_manager.views import (
 from shared import strict_json
 from shared.connections import CappedRunner
 from shared.lifecycle.curating import Curator
+from shared.lifecycle.previewing import preview
 from shared.lifecycle.repairing import PlanningSweep
 from shared.lifecycle.submitting import PlanningLost, Submitter, new_workflow_id
 from shared.problems import ALREADY_ENDED, INVALID_WORKFLOW, MALFORMED_BODY, PLANNING_ABANDONED
@@ -155,7 +156,8 @@ class WorkflowManager:
                 violations=[v.model_dump(exclude_none=True) for v in violations],
             )
         if q.dryRun:  # the plan a submission would make now; nothing is written (a key is ignored)
-            plan = await dry_run(self.ctx, spec, paths, prints, owner)
+            found = await preview(self.ctx.store, self.ctx.storage, self.settings.verify_reuse, spec, prints, owner)
+            plan = dry_run(found, spec.name, paths, self.ctx.storage.root)
             return answer(await sharing.for_caller(self.ctx.store, plan, auth.identity(request)))
         wf_id, held = new_workflow_id(), None
         if key is not None:  # a retry of a submission answers it (docs/api.md, "Retrying a submission")
