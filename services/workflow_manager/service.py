@@ -56,7 +56,7 @@ from shared.store import datasets as ds
 from shared.store import stats
 from shared.store import workflows as wfs
 from shared.store.idempotency import Held
-from shared.store.records import WorkflowRecord
+from shared.store.records import Totals, WorkflowRecord
 from shared.ticker import Ticker, cancel_all, forever
 from shared.workflow_spec import MAX_DEPTH, too_deep
 
@@ -267,19 +267,18 @@ class WorkflowManager:
         q: queries.StatsQuery = queries.parse(request, queries.StatsQuery)
         assert q.start is not None and q.end is not None  # the query model's defaults
         buckets = await stats.query(self.ctx.store, q.resolution, q.start, q.end)
-        totals = {k: sum(b[k] for b in buckets) for k in stats.COUNTERS}
-        failures: dict[str, int] = {}
+        totals = Totals()
         for b in buckets:
-            for reason, n in b["failures"].items():
-                failures[reason] = failures.get(reason, 0) + n
+            totals.add(b)
         who = auth.identity(request)
         users_totals = {
             name: t for name, t in (await stats.per_user(self.ctx.store, q.resolution, q.start, q.end)).items()
             if who.sees(name)
         }  # fmt: skip
+        # The records' attributes are the views' fields: read as they are, not copied into dicts.
         view = HistoryStats.model_validate(
             {"resolution": q.resolution, "from": q.start, "to": q.end, "buckets": buckets,
-             "totals": {**totals, "failures": failures}, "byUser": users_totals}
+             "totals": totals, "byUser": users_totals}, from_attributes=True,
         )  # fmt: skip
         return answer(view)
 
@@ -328,12 +327,11 @@ class WorkflowManager:
             if not who.sees(name):
                 continue
             n, size = held.get(name, (0, 0))
-            t = spent.get(stats.NO_USER if name is None else name, {})
+            t = spent.get(stats.NO_USER if name is None else name) or Totals()
             rows.append(
                 UserUsage(
-                    user=name, datasets=n, bytes=size, computeSeconds=float(t.get("compute_seconds", 0.0)),
-                    savedSeconds=float(t.get("saved_seconds", 0.0)),
-                    savedFromOthersSeconds=float(t.get("saved_others_seconds", 0.0)),
+                    user=name, datasets=n, bytes=size, computeSeconds=float(t.compute_seconds),
+                    savedSeconds=float(t.saved_seconds), savedFromOthersSeconds=float(t.saved_others_seconds),
                 )
             )  # fmt: skip
         return sorted(rows, key=lambda r: (-r.bytes, r.user or ""))
