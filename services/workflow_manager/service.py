@@ -267,9 +267,7 @@ class WorkflowManager:
         q: queries.StatsQuery = queries.parse(request, queries.StatsQuery)
         assert q.start is not None and q.end is not None  # the query model's defaults
         buckets = await stats.query(self.ctx.store, q.resolution, q.start, q.end)
-        totals = Totals()
-        for b in buckets:
-            totals.add(b)
+        totals = Totals.of_all(buckets)
         who = auth.identity(request)
         users_totals = {
             name: t for name, t in (await stats.per_user(self.ctx.store, q.resolution, q.start, q.end)).items()

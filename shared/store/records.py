@@ -12,8 +12,10 @@ Engine code that moves documents keeps reading dicts: it writes back what it rea
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from operator import attrgetter
 from typing import Any
 
 
@@ -307,11 +309,14 @@ class Totals:
     actions_nondeterministic: int = 0
     failures: dict[str, int] = field(default_factory=dict)
 
-    def add(self, other: Totals) -> None:
-        for name in COUNTERS:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        for reason, n in other.failures.items():
-            self.failures[reason] = self.failures.get(reason, 0) + n
+    @classmethod
+    def of_all(cls, items: Sequence[Totals]) -> Totals:
+        """The sum of ``items``: a counter at a time (a field at a time is five times slower)."""
+        failures: dict[str, int] = {}
+        for t in items:
+            for reason, n in t.failures.items():
+                failures[reason] = failures.get(reason, 0) + n
+        return cls(*(sum(map(attrgetter(name), items)) for name in COUNTERS), failures)  # type: ignore[arg-type]
 
 
 @dataclass(slots=True)

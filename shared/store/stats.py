@@ -92,8 +92,8 @@ async def per_user(store: Store, resolution: str, start: float, end: float) -> d
     done while users were off)."""
     width = RESOLUTIONS[resolution]
     first = bucket_start(start, width)
-    totals: dict[str, Totals] = {}
+    buckets: dict[str, list[BucketRecord]] = {}
     cursor = by_user(store).find({"res": resolution, "start": {"$gte": first, "$lt": end}})
     async for doc in cursor:
-        totals.setdefault(doc["owner"], Totals()).add(BucketRecord.of(doc, width, FAILURE_PREFIX))
-    return totals
+        buckets.setdefault(doc["owner"], []).append(BucketRecord.of(doc, width, FAILURE_PREFIX))
+    return {owner: Totals.of_all(found) for owner, found in buckets.items()}
