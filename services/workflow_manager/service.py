@@ -158,7 +158,7 @@ class WorkflowManager:
         if q.dryRun:  # the plan a submission would make now; nothing is written (a key is ignored)
             found = await preview(self.ctx.store, self.ctx.storage, self.settings.verify_reuse, spec, prints, owner)
             plan = dry_run(found, spec.name, paths, self.ctx.storage.root)
-            return answer(await sharing.for_caller(self.ctx.store, plan, auth.identity(request)))
+            return answer(await sharing.for_caller(self.ctx.store, plan, who))
         wf_id, held = new_workflow_id(), None
         if key is not None:  # a retry of a submission answers it (docs/api.md, "Retrying a submission")
             claimed = await idempotency.claim(self.ctx, owner, key, body, wf_id)
