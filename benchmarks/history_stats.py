@@ -103,9 +103,7 @@ async def main() -> None:
             for resolution in stats.RESOLUTIONS:
                 q, buckets = await timed(partial(stats.query, store, resolution, start, end), args.repeat)
                 r, counted = await timed(partial(raw, store, resolution, start, end), args.repeat)
-                assert sum(b["actions_computed"] for b in buckets) == sum(
-                    c["actions_computed"] for c in counted.values()
-                )
+                assert sum(b.actions_computed for b in buckets) == sum(c["actions_computed"] for c in counted.values())
                 print(f"{days:>7}d {resolution:>10} {len(buckets):>8} {q * 1000:>11.1f}ms {r * 1000:>15.1f}ms "
                       f"{r / q:>6.1f}x")  # fmt: skip
             await store.client.drop_database(store.db.name)

@@ -91,14 +91,17 @@ async def run(args: argparse.Namespace) -> int:
         else:
             found = await users.all_users(store)
             if args.json:
-                print(json.dumps([{"name": u["_id"], **{k: v for k, v in u.items() if k != "_id"}} for u in found]))
+                print(json.dumps([
+                    {"name": u.name, "admin": u.admin, "created_at": u.created_at, "revoked_at": u.revoked_at}
+                    for u in found
+                ]))  # fmt: skip
             elif not found:
                 print("no users: authentication is off while there are none (PINGO_AUTH=auto)", file=sys.stderr)
             for u in [] if args.json else found:
-                role = "admin" if u.get("admin") else "user"
-                revoked = u.get("revoked_at")
+                role = "admin" if u.admin else "user"
+                revoked = u.revoked_at
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(revoked)) if revoked else ""
-                print(f"{u['_id']:<32} {role:<5} {'revoked ' + when if revoked else 'active'}")
+                print(f"{u.name:<32} {role:<5} {'revoked ' + when if revoked else 'active'}")
     return 0
 
 

@@ -35,11 +35,6 @@ A = ActionState
 # JOB_ID_WAIT_FIRST, then at doubling intervals (CallbackService.job_recorded).
 JOB_ID_WAIT = 1.0
 JOB_ID_WAIT_FIRST = 0.005
-# The fields of an action a notification is checked against (its secret), then confirmed with.
-CONFIRM_FIELDS = {
-    "secret": 1, "workflow_id": 1, "state": 1, "job_id": 1, "job_handed_to": 1, "timeout_seconds": 1,
-    "managed": 1, "hash": 1,
-}  # fmt: skip
 
 
 class CallbackService:
@@ -81,9 +76,8 @@ class CallbackService:
 
     async def on_callback(self, request: web.Request) -> web.Response:
         action_id = request.match_info["action_id"]
-        # What checking the secret and then the job needs, read once: finishing the action
-        # reads the rest under its finish lease (Outcomes.apply).
-        action = await acts.get(self.ctx.store, action_id, CONFIRM_FIELDS)
+        # What checking the secret and then the job needs, read once.
+        action = await self.outcomes.notified(action_id)
         # The confirming task started below inherits the ids for its lines.
         with logs.about(action.get("workflow_id") if action else None, action_id):
             return await self.answer(request, action_id, action)
@@ -110,7 +104,7 @@ class CallbackService:
         try:
             if action.get("job_handed_to"):
                 # Its job was adopted by a follower (its own workflow was killed): news for that one.
-                action = await acts.get(self.ctx.store, action["job_handed_to"], CONFIRM_FIELDS)
+                action = await self.outcomes.notified(action["job_handed_to"])
             if action is not None and action["state"] == A.SUBMITTED and not action.get("job_id"):
                 action = await self.job_recorded(action)
             if action is None or (job_id and action.get("job_id") and job_id != action["job_id"]):
@@ -128,7 +122,7 @@ class CallbackService:
         while waited < JOB_ID_WAIT:
             await asyncio.sleep(delay)
             waited += delay
-            fresh = await acts.get(self.ctx.store, action["_id"], CONFIRM_FIELDS)
+            fresh = await self.outcomes.notified(action["_id"])
             if fresh is None or fresh.get("job_id") or fresh["state"] != A.SUBMITTED:
                 return fresh
             delay *= 2

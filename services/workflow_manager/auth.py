@@ -31,9 +31,11 @@ from shared.executors.sandbox import isolation_problem
 from shared.problems import UNAUTHENTICATED, ProblemError, problem
 from shared.store import users
 from shared.store.client import Store
+from shared.store.records import UserRecord
 
 log = logging.getLogger(__name__)
 OPEN_PATHS = frozenset({"/healthz"})
+PAGE_METHODS = frozenset({"GET", "HEAD"})
 CACHE_LIMIT = 10_000  # credentials remembered per replica (a burst of bad ones cannot grow it further)
 
 
@@ -96,7 +98,7 @@ async def check_isolation(settings: Settings, store: Store) -> None:
     if settings.oidc_issuer:
         who = "anyone the OIDC issuer vouches for may sign in"
     else:
-        active = [u for u in await users.all_users(store) if u.get("revoked_at") is None]
+        active = [u for u in await users.all_users(store) if u.active]
         if len(active) <= 1:
             return
         who = f"{len(active)} users may sign in"
@@ -121,7 +123,7 @@ class Authenticator:
         self.verifier = Verifier(settings) if settings.oidc_issuer else None
         self.ttl = settings.auth_cache_seconds
         self._required: tuple[float, bool] = (-1e9, False)
-        self._seen: dict[str, tuple[float, users.UserDoc | None]] = {}
+        self._seen: dict[str, tuple[float, UserRecord | None]] = {}
 
     def install(self, app: web.Application) -> None:
         app.middlewares.append(self.authenticate)
@@ -144,7 +146,9 @@ class Authenticator:
 
     @web.middleware
     async def authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in OPEN_PATHS or ui.serves_page(request) or not await self.required():
+        # The web view's pages are read with GET (or HEAD) only: no other request asks for one.
+        page = request.method in PAGE_METHODS and ui.serves_page(request)
+        if request.path in OPEN_PATHS or page or not await self.required():
             return await handler(request)
         request[IDENTITY] = await self.identify(request.headers.get("Authorization"))
         return await handler(request)
@@ -160,12 +164,12 @@ class Authenticator:
             user = await self.token_holder(credential)
             if user is None:
                 raise unauthenticated("the token is unknown or revoked", given=True)
-            return Identity(name=user["_id"], admin=bool(user.get("admin")))
+            return Identity(name=user.name, admin=user.admin)
         if self.verifier is None:
             raise unauthenticated("not a Pingo API token (they start with 'pingo_')", given=True)
         return await self.from_jwt(credential)
 
-    async def token_holder(self, token: str) -> users.UserDoc | None:
+    async def token_holder(self, token: str) -> UserRecord | None:
         key = users.digest(token)
         now = time.monotonic()
         cached = self._seen.get(key)
@@ -188,8 +192,8 @@ class Authenticator:
         if (why := users.check_name(claims.user)) is not None:
             raise unauthenticated(f"the token's {self.settings.oidc_user_claim} claim: {why}", given=True)
         known = await users.get(self.store, claims.user)
-        if known is not None and known.get("revoked_at") is not None:
+        if known is not None and not known.active:
             raise unauthenticated(f"user {claims.user!r} is revoked", given=True)
         group = self.settings.oidc_admin_group
-        admin = bool(known and known.get("admin")) or (group is not None and group in claims.groups)
+        admin = bool(known and known.admin) or (group is not None and group in claims.groups)
         return Identity(name=claims.user, admin=admin)

@@ -1,36 +1,19 @@
-"""The dry run of a submission (``POST /api/v1/workflows?dryRun=true``): what would be
-computed, reused, skipped or followed, and why, without writing anything.
-
-It runs the planner of a real submission (``shared.planning.plan``) through a gate that
-only reads: the documents of the workflow's datasets are read in one batch, a stored one
-counts as reusable when its files are whole now (checked as ``PINGO_VERIFY_REUSE`` says,
-without marking anything LOST), one being computed counts as followable. No workflow,
-action, claim, dataset or event is written. The plan is what a submission made now would
-decide; a submission made later may decide otherwise (a dataset deleted or stored in the
-meantime, a race for a claim lost).
-"""
+"""The dry run's answer (``POST /api/v1/workflows?dryRun=true``): the plan a submission
+would make now (``shared.lifecycle.previewing``), in words, with nothing written."""
 
 from __future__ import annotations
 
 import posixpath
-import time
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
 from services.workflow_manager.queries import Query
 from services.workflow_manager.views import InputView, Miss, View, input_views
-from shared.hashing import workflow_hashes
 from shared.inputs import changes
-from shared.lifecycle.claims import Claim, meaning, whole
-from shared.lifecycle.misses import explain
-from shared.planning import PlannedAction, plan
-from shared.runtime import Context
-from shared.storage import Storage
-from shared.storage.verification import Level
-from shared.store import datasets as ds
-from shared.store import inputs as seen_inputs
-from shared.workflow_spec import ActionId, WorkflowSpec, id_order
+from shared.lifecycle.previewing import Preview
+from shared.planning import PlannedAction
+from shared.workflow_spec import ActionId, id_order
 
 DryDecision = Literal["compute", "reuse", "skip", "follow"]
 
@@ -91,37 +74,6 @@ class DryRun(View):
     totals: DryRunTotals
 
 
-class ReadOnlyGate:
-    """The planner's view of datasets, read once and never written: no claim is taken.
-    It asks the claim policy of a submission (``shared.lifecycle.claims``), read-only."""
-
-    def __init__(self, storage: Storage, known: dict[str, dict[str, Any]], level: Level) -> None:
-        self.storage, self.known, self.level = storage, known, level
-        self.misses: dict[str, str] = {}  # hash -> why a dataset that exists is not reused
-
-    async def try_reuse(self, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> bool:
-        doc = self.known.get(h)
-        if doc is None:
-            return False
-        found = meaning(doc, lineage)
-        if not found.stored:
-            self.misses[h] = found.why
-            return False
-        verdict, _ = await whole(self.storage, doc, self.level)  # no mover: nothing is marked
-        if not verdict.ok:
-            self.misses[h] = f"its stored output is not whole ({verdict.describe(doc)}): it would be computed again"
-            return False
-        return True
-
-    async def try_follow(
-        self, aid: ActionId, h: str, lineage: dict, claimants: list[ActionId], leaf: bool
-    ) -> str | None:
-        doc = self.known.get(h)
-        if doc is None or meaning(doc, lineage).claim is not Claim.FOLLOW:
-            return None
-        return doc["producers"][0]
-
-
 def _decision(p: PlannedAction) -> DryDecision:
     if p.computed:
         return "compute"
@@ -130,13 +82,13 @@ def _decision(p: PlannedAction) -> DryDecision:
     return "skip" if p.reason == "feeds_only_reused" else "reuse"
 
 
-def _explanation(p: PlannedAction, gate: ReadOnlyGate) -> str:
+def _explanation(p: PlannedAction, not_reused: dict[str, str]) -> str:
     if p.reason == "unmanaged":
         return "unmanaged (isManaged: false): always computed, into its outputPath"
     if p.reason == "forced":
         return "forceComputation: computed whether or not its output is stored"
     if p.reason == "not_stored":
-        return gate.misses.get(p.hash, "no stored output has this lineage")
+        return not_reused.get(p.hash, "no stored output has this lineage")
     if p.reason == "stored":
         return "its output is stored: reused"
     if p.reason == "feeds_only_reused":
@@ -146,16 +98,10 @@ def _explanation(p: PlannedAction, gate: ReadOnlyGate) -> str:
     return f"being computed right now by {p.follows}: waits for that computation"
 
 
-async def dry_run(
-    ctx: Context, spec: WorkflowSpec, paths: dict, prints: dict[ActionId, str], owner: str | None = None
-) -> DryRun:
-    """The plan a submission of the validated ``spec`` by ``owner`` would make now; writes nothing."""
-    hashes = workflow_hashes(spec, prints)
-    known = await ds.get_many(ctx.store, list(hashes.values()))
-    gate = ReadOnlyGate(ctx.storage, known, ctx.settings.verify_reuse)
-    planned = await plan(spec, hashes, gate, prints)
-    previous = await seen_inputs.last_seen(ctx.store, [i["path"] for a in spec.actions for i in a.inputs])
-    misses = await explain(ctx.store, spec.name, owner, planned, hashes, before=time.time())
+def dry_run(found: Preview, name: str, paths: dict, root: str) -> DryRun:
+    """A dry run's answer for the workflow ``name``: ``found`` in words, with the unmanaged
+    outputs' ``paths`` and the managed ``root``."""
+    planned, known, previous, misses = found.planned, found.known, found.previous, found.misses
     rows = []
     for aid in sorted(planned, key=id_order):
         p = planned[aid]
@@ -165,7 +111,7 @@ async def dry_run(
         elif decision == "reuse":
             output = known[p.hash]["path"]
         elif decision == "compute":
-            output = posixpath.join(ctx.storage.root, p.hash)
+            output = posixpath.join(root, p.hash)
         else:
             output = None
         follows = p.follows if p.follows is not None else (None if p.follows_local is None else str(p.follows_local))
@@ -176,7 +122,7 @@ async def dry_run(
             )
             for i in input_views({"inputs": p.spec.inputs})
         ]  # fmt: skip
-        explanation = _explanation(p, gate)
+        explanation = _explanation(p, found.not_reused)
         if decision == "compute" and (changed := [i for i in inputs if i.changes]):
             told = "; ".join(f"input {i.path} changed: {', '.join(i.changes)}" for i in changed)
             explanation = f"{told}; {explanation}"
@@ -188,4 +134,4 @@ async def dry_run(
             )
         )  # fmt: skip
     totals = {d: sum(r.decision == d for r in rows) for d in ("compute", "reuse", "skip", "follow")}
-    return DryRun(name=spec.name, actions=rows, totals=DryRunTotals(**totals))
+    return DryRun(name=name, actions=rows, totals=DryRunTotals(**totals))

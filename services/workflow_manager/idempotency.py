@@ -95,24 +95,24 @@ async def claim(
     found = await keys.take(ctx.store, owner, key, print_, workflow_id, now, retention)
     if isinstance(found, keys.Held):
         return found
-    if found.get("fingerprint") != print_:
+    if found.fingerprint != print_:
         return problem(422, f"{HEADER} {key!r} was used for another workflow: a new submission needs a new key",
                        type=IDEMPOTENCY_KEY_REUSED)  # fmt: skip
-    if found.get("state") == keys.DONE:
-        answer = found.get("answer") or {}
-        location = answer.get("location") or f"/api/v1/workflows/{found['workflow_id']}"
+    if found.state == keys.DONE:
+        answer = found.answer or {}
+        location = answer.get("location") or f"/api/v1/workflows/{found.workflow_id}"
         kept = answer.get("body")
-        text = zlib.decompress(kept).decode() if kept is not None else await rebuilt(ctx, found["workflow_id"])
+        text = zlib.decompress(kept).decode() if kept is not None else await rebuilt(ctx, found.workflow_id)
         return replay(int(answer.get("status") or 201), location, text)
     # Pending: its holder is planning, or died (before or after writing its workflow).
-    wf = await wfs.get(ctx.store, found["workflow_id"], {"state": 1, "counts": 1})
+    wf = await wfs.get(ctx.store, found.workflow_id, {"state": 1, "counts": 1})
     if wf is not None and wf.get("counts") is not None:
         # Planned and written; its holder ended before recording the answer: answer it now.
-        location = f"/api/v1/workflows/{found['workflow_id']}"
-        text = await rebuilt(ctx, found["workflow_id"])
+        location = f"/api/v1/workflows/{found.workflow_id}"
+        text = await rebuilt(ctx, found.workflow_id)
         await keys.answered(ctx.store, keys.holder(found), 201, location, _kept(text))
         return replay(201, location, text)
-    taken_at = float(found.get("taken_at") or found.get("created_at") or 0)
+    taken_at = float(found.taken_at or found.created_at or 0)
     planning = wf is not None and wf.get("state") == WorkflowState.PLANNING
     if planning or (wf is None and now - taken_at < ctx.settings.stale_after):
         return in_flight(key)

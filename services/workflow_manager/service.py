@@ -25,7 +25,7 @@ from services.workflow_manager import (
 from services.workflow_manager.dry_run import SubmitQuery, dry_run
 from services.workflow_manager.guard import error
 from services.workflow_manager.routes import definitions
-from services.workflow_manager.submission import fingerprints, inputs, resolve_paths, with_inputs
+from services.workflow_manager.submission import check
 from services.workflow_manager.views import (
     DatasetList,
     HistoryStats,
@@ -45,6 +45,7 @@ from services.workflow_manager.views import (
 from shared import strict_json
 from shared.connections import CappedRunner
 from shared.lifecycle.curating import Curator
+from shared.lifecycle.previewing import preview
 from shared.lifecycle.repairing import PlanningSweep
 from shared.lifecycle.submitting import PlanningLost, Submitter, new_workflow_id
 from shared.problems import ALREADY_ENDED, INVALID_WORKFLOW, MALFORMED_BODY, PLANNING_ABANDONED
@@ -52,15 +53,12 @@ from shared.runtime import Context
 from shared.states import DATASET_HELD, ActionState, WorkflowState
 from shared.store import actions as acts
 from shared.store import datasets as ds
-from shared.store import inputs as seen_inputs
 from shared.store import stats
 from shared.store import workflows as wfs
 from shared.store.idempotency import Held
-from shared.store.records import ActionRecord, WorkflowRecord
+from shared.store.records import Totals, WorkflowRecord
 from shared.ticker import Ticker, cancel_all, forever
-from shared.webhooks.urls import refused_webhooks
-from shared.workflow_fanout_files import expand_files
-from shared.workflow_spec import MAX_DEPTH, id_order, parse_workflow, too_deep
+from shared.workflow_spec import MAX_DEPTH, too_deep
 
 log = logging.getLogger(__name__)
 A, W = ActionState, WorkflowState
@@ -131,8 +129,10 @@ class WorkflowManager:
         return await self.planning_sweep.run()
 
     async def post_workflow(self, request: web.Request) -> web.StreamResponse:
-        q: SubmitQuery = queries.parse(request, SubmitQuery)
-        key = idempotency.key_of(request)  # a malformed one is refused before anything is read
+        # A request with no query and no key asks nothing of their parsers.
+        q: SubmitQuery = queries.parse(request, SubmitQuery) if request.query else SubmitQuery()
+        # A malformed key is refused before anything is read.
+        key = idempotency.key_of(request) if idempotency.HEADER in request.headers else None
         raw = await request.read()  # already read by the guard, within the body deadline
         try:
             # A key given twice in one object is kept apart, to be refused (repeated_keys).
@@ -144,20 +144,10 @@ class WorkflowManager:
         if (deep := too_deep(body)) is not None:
             return error(400, f"malformed JSON: nested deeper than {MAX_DEPTH} levels", type=MALFORMED_BODY,
                          violations=[deep.model_dump(exclude_none=True)])  # fmt: skip
-        parsed: list = []
-        spec, violations = parse_workflow(body, parsed)
-        spec, files = await expand_files(spec, parsed, self.settings, self.ctx.storage)  # forEach.files
-        violations = [*violations, *files, *refused_webhooks(body, self.settings)]
-        owner = auth.identity(request).name
-        paths, local = await resolve_paths(parsed, self.settings, self.ctx.storage, self.ctx.executor, owner)
-        violations = [*violations, *local]
-        prints: dict = {}
-        if not violations:
-            prints, violations = await fingerprints(parsed, paths, self.ctx.storage)
-            found, bad_inputs = await inputs(parsed, self.settings, self.ctx.storage, owner)
-            violations = [*violations, *bad_inputs]
-            if spec is not None:  # the inputs' fingerprints are part of the actions' definitions
-                spec = with_inputs(spec, found)
+        who = auth.identity(request)
+        owner = who.name
+        checked = await check(body, self.settings, self.ctx.storage, self.ctx.executor, owner)
+        spec, paths, prints, violations = checked.spec, checked.paths, checked.prints, checked.violations
         if violations:
             return error(
                 422,
@@ -166,8 +156,9 @@ class WorkflowManager:
                 violations=[v.model_dump(exclude_none=True) for v in violations],
             )
         if q.dryRun:  # the plan a submission would make now; nothing is written (a key is ignored)
-            plan = await dry_run(self.ctx, spec, paths, prints, owner)
-            return answer(await sharing.for_caller(self.ctx.store, plan, auth.identity(request)))
+            found = await preview(self.ctx.store, self.ctx.storage, self.settings.verify_reuse, spec, prints, owner)
+            plan = dry_run(found, spec.name, paths, self.ctx.storage.root)
+            return answer(await sharing.for_caller(self.ctx.store, plan, who))
         wf_id, held = new_workflow_id(), None
         if key is not None:  # a retry of a submission answers it (docs/api.md, "Retrying a submission")
             claimed = await idempotency.claim(self.ctx, owner, key, body, wf_id)
@@ -175,7 +166,7 @@ class WorkflowManager:
                 return claimed
             held, wf_id = claimed, claimed.workflow_id
         try:
-            result = await self.submitter.submit(body, spec, paths, prints, owner, wf_id=wf_id)
+            submitted = await self.submitter.submit(body, spec, paths, prints, owner, wf_id=wf_id)
         except BaseException as exc:
             if held is not None:  # no workflow was made: a retry may make it
                 await idempotency.release(self.ctx, held)
@@ -186,16 +177,13 @@ class WorkflowManager:
             )
             response.headers["Retry-After"] = "1"
             return response
-        wf, docs = result["workflow"], result["actions"]
-        # What the next dry run compares each input with (docs/planning.md, "External inputs").
-        prints_of = {i["path"]: {k: v for k, v in i.items() if k != "path"} for a in spec.actions for i in a.inputs}
-        await seen_inputs.remember(self.ctx.store, prints_of)
-        if wf.get("kill_requested") and wf["state"] == W.RUNNING:
-            self.apply_kill(wf["_id"])  # killed while it was being planned
-        docs.sort(key=lambda d: id_order(d["local_id"]))
-        plan = Plan(id=wf["_id"], state=wf["state"], actions=[planned_action(ActionRecord.of(d)) for d in docs])
-        plan = await sharing.for_caller(self.ctx.store, plan, auth.identity(request))
-        response = answer(plan, 201, headers={"Location": f"/api/v1/workflows/{wf['_id']}"})
+        wf = submitted.workflow
+        if wf.kill_requested and wf.state == W.RUNNING:
+            self.apply_kill(wf.id)  # killed while it was being planned
+        plan = Plan(id=wf.id, state=wf.state, actions=[planned_action(a) for a in submitted.actions])
+        if not who.admin:  # an admin (anyone while users are off) is shown everything
+            plan = await sharing.for_caller(self.ctx.store, plan, who)
+        response = answer(plan, 201, headers={"Location": f"/api/v1/workflows/{wf.id}"})
         if held is not None:
             await idempotency.remember(self.ctx, held, response)
         return response
@@ -279,19 +267,16 @@ class WorkflowManager:
         q: queries.StatsQuery = queries.parse(request, queries.StatsQuery)
         assert q.start is not None and q.end is not None  # the query model's defaults
         buckets = await stats.query(self.ctx.store, q.resolution, q.start, q.end)
-        totals = {k: sum(b[k] for b in buckets) for k in stats.COUNTERS}
-        failures: dict[str, int] = {}
-        for b in buckets:
-            for reason, n in b["failures"].items():
-                failures[reason] = failures.get(reason, 0) + n
+        totals = Totals.of_all(buckets)
         who = auth.identity(request)
         users_totals = {
             name: t for name, t in (await stats.per_user(self.ctx.store, q.resolution, q.start, q.end)).items()
             if who.sees(name)
         }  # fmt: skip
+        # The records' attributes are the views' fields: read as they are, not copied into dicts.
         view = HistoryStats.model_validate(
             {"resolution": q.resolution, "from": q.start, "to": q.end, "buckets": buckets,
-             "totals": {**totals, "failures": failures}, "byUser": users_totals}
+             "totals": totals, "byUser": users_totals}, from_attributes=True,
         )  # fmt: skip
         return answer(view)
 
@@ -340,12 +325,11 @@ class WorkflowManager:
             if not who.sees(name):
                 continue
             n, size = held.get(name, (0, 0))
-            t = spent.get(stats.NO_USER if name is None else name, {})
+            t = spent.get(stats.NO_USER if name is None else name) or Totals()
             rows.append(
                 UserUsage(
-                    user=name, datasets=n, bytes=size, computeSeconds=float(t.get("compute_seconds", 0.0)),
-                    savedSeconds=float(t.get("saved_seconds", 0.0)),
-                    savedFromOthersSeconds=float(t.get("saved_others_seconds", 0.0)),
+                    user=name, datasets=n, bytes=size, computeSeconds=float(t.compute_seconds),
+                    savedSeconds=float(t.saved_seconds), savedFromOthersSeconds=float(t.saved_others_seconds),
                 )
             )  # fmt: skip
         return sorted(rows, key=lambda r: (-r.bytes, r.user or ""))

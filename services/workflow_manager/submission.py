@@ -6,6 +6,7 @@ A workflow rejected here writes nothing at all.
 from __future__ import annotations
 
 import posixpath
+from dataclasses import dataclass, field
 from typing import Any
 
 from shared.config import Settings
@@ -14,7 +15,44 @@ from shared.inputs import candidates
 from shared.path_limits import path_problem
 from shared.storage import Storage
 from shared.storage.base import FolderTooLarge, InputTooLarge
-from shared.workflow_spec import ActionId, ActionSpec, Violation, WorkflowSpec
+from shared.webhooks.urls import refused_webhooks
+from shared.workflow_fanout_files import expand_files
+from shared.workflow_spec import ActionId, ActionSpec, Violation, WorkflowSpec, parse_workflow
+
+
+@dataclass
+class Checked:
+    """A submitted body as the engine takes it (``spec``: None if it did not parse), or
+    what is wrong with it (``violations``: then nothing is written)."""
+
+    spec: WorkflowSpec | None
+    paths: dict[ActionId, dict[str, str]] = field(default_factory=dict)
+    prints: dict[ActionId, str] = field(default_factory=dict)
+    violations: list[Violation] = field(default_factory=list)
+
+
+async def check(body: Any, settings: Settings, storage: Storage, executor: Executor, owner: str | None) -> Checked:
+    """Parse ``body`` and check it against this installation, in one answer: every
+    violation is listed. A step the workflow does not ask for (a file fan-out, webhooks,
+    external inputs) is not taken."""
+    parsed: list[tuple[int, ActionSpec]] = []
+    spec, violations = parse_workflow(body, parsed)
+    if any(a.forEachFiles is not None for _, a in parsed):
+        spec, files = await expand_files(spec, parsed, settings, storage)
+        violations = [*violations, *files]
+    if isinstance(body, dict) and "webhooks" in body:
+        violations = [*violations, *refused_webhooks(body, settings)]
+    paths, local = await resolve_paths(parsed, settings, storage, executor, owner)
+    violations = [*violations, *local]
+    if violations:
+        return Checked(spec, paths, violations=violations)
+    prints, violations = await fingerprints(parsed, paths, storage)
+    if any(a.additionalInput for _, a in parsed):
+        found, bad_inputs = await inputs(parsed, settings, storage, owner)
+        violations = [*violations, *bad_inputs]
+        if spec is not None:  # the inputs' fingerprints are part of the actions' definitions
+            spec = with_inputs(spec, found)
+    return Checked(spec, paths, prints, violations)
 
 
 async def resolve_paths(
@@ -30,7 +68,9 @@ async def resolve_paths(
     (position in the submitted list, action)."""
     out: dict[ActionId, dict[str, str]] = {}
     violations: list[Violation] = []
-    action_roots, output_roots = settings.action_root_list(), settings.output_root_list(owner)
+    # Worked out only if an action names a path: most name none.
+    action_roots = settings.action_root_list() if any(a.actionFolder for _, a in actions) else []
+    output_roots = settings.output_root_list(owner) if any(a.outputPath for _, a in actions) else []
     checked: dict[str, tuple[str, str | None]] = {}  # folder as given -> (normalized, problem)
     for i, a in actions:
 

@@ -74,7 +74,8 @@ def _ready_action(d: Doc) -> dict[str, Any]:
     # One that may be cut off early says None too: its claim reads it to look (shared.lifecycle.cutoff).
     if not d.get("managed"):
         return {**_action(d), "reserve_bytes": 0}
-    if "reserve_bytes" not in d or may_be_cut_off(d):
+    # One with no miss recorded was never computed before: no earlier lineage to cut it off.
+    if "reserve_bytes" not in d or (d.get("miss") is not None and may_be_cut_off(d)):
         return {**_action(d), "reserve_bytes": None}
     return {**_action(d), "reserve_bytes": int(d["reserve_bytes"] or 0)}
 

@@ -43,6 +43,11 @@ log = logging.getLogger(__name__)
 A = ActionState
 # Kill requests sent to the executor at once when a whole workflow is killed.
 KILL_CONCURRENCY = 16
+# The fields of an action a job's notification is checked against (its secret), then confirmed with.
+NOTIFIED_FIELDS = {
+    "secret": 1, "workflow_id": 1, "state": 1, "job_id": 1, "job_handed_to": 1, "timeout_seconds": 1,
+    "managed": 1, "hash": 1,
+}  # fmt: skip
 
 
 def nondeterminism(before: dict[str, Any] | None, checksum: str | None) -> dict[str, Any] | None:
@@ -82,6 +87,11 @@ class Outcomes:
         # following the narrow ``Ends`` this class is.
         self.replanner = Replanner(self.store, self.storage, self.mover, self.by, self.ready, self.abandon)
         self.following = Following(self.store, self.mover, self.by, self, self.replanner, self.takeover_retries)
+
+    async def notified(self, action_id: str) -> ActionDoc | None:
+        """The action a job's notification names, as checking and confirming it needs it
+        (``NOTIFIED_FIELDS``): finishing reads the rest under its finish lease (``apply``)."""
+        return await acts.get(self.store, action_id, NOTIFIED_FIELDS)
 
     async def check(self, action: ActionDoc) -> None:
         """Ask the executor about one SUBMITTED/RUNNING action and act on its answer."""
@@ -156,10 +166,10 @@ class Outcomes:
                 return None
         # An input that changed while the job ran: the output is kept (its readers in this
         # workflow wait for it), but marked, and the next plan computes it again.
+        recorded = (action.get("definition") or {}).get("inputs") or []
         changed = await changed_since(
-            self.storage, (action.get("definition") or {}).get("inputs") or [], self.input_checksum,
-            self.input_max_files, action.get("owner"),
-        )  # fmt: skip
+            self.storage, recorded, self.input_checksum, self.input_max_files, action.get("owner")
+        ) if recorded else []  # fmt: skip
         # An input of its parents' that changed while they ran taints this output too.
         changed += [c for c in action.get("upstream_input_changed") or [] if c not in changed]
         if changed:
@@ -192,7 +202,7 @@ class Outcomes:
         differs = nondeterminism(current, found.checksum if found else None)
         # Byte-identical to an earlier lineage's output: its children may be cut off early.
         twin = None
-        if action.get("managed") and not changed and found is not None:
+        if action.get("managed") and not changed and found is not None and action.get("miss"):  # an earlier lineage
             twin = await cutoff.twin_of(self.store, action, found.checksum)
         started = status.started_at or action.get("submitted_at") or time.time()
         seconds = max(0.0, (status.ended_at or time.time()) - started)

@@ -138,14 +138,14 @@ async def explain(
         return {}
     nearest: dict[ActionId, tuple[dict[str, Any], dict[ActionId, str]]] = {}
     fields = {"workflow_id": 1, "local_id": 1, "name": 1, "hash": 1, "parent_local_ids": 1}
-    for wf in await wfs.newest(store, EARLIER_WORKFLOWS + 1, name=name, owner=owner, before=before):
-        if wf.id == exclude:
+    for wf_id in await wfs.earlier(store, name, owner, before, EARLIER_WORKFLOWS + 1):
+        if wf_id == exclude:
             continue
         left = [aid for aid in todo if aid not in nearest]
         wanted = {*left, *(q for aid in left for q in todo[aid].spec.parents)}
-        found = await _actions(store, [f"{wf.id}.{aid}" for aid in wanted], fields)
+        found = await _actions(store, [f"{wf_id}.{aid}" for aid in wanted], fields)
         # Parents it had then that it has no more: their hashes too, to name them.
-        gone = {f"{wf.id}.{q}" for d in found.values() for q in d.get("parent_local_ids", [])} - set(found)
+        gone = {f"{wf_id}.{q}" for d in found.values() for q in d.get("parent_local_ids", [])} - set(found)
         found.update(await _actions(store, sorted(gone), fields) if gone else {})
         their_hashes = {d["local_id"]: d["hash"] for d in found.values()}
         for d in found.values():

@@ -18,7 +18,7 @@ import logging
 import os
 import time
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from shared.config import Settings
@@ -66,6 +66,11 @@ class Starter:
     owner: str  # the lease owner: this manager
     # When stale PROCESSING leases were last looked for (see claim).
     stale_looked_at: float = 0.0
+    # Where jobs notify their end (every start names it): worked out once.
+    callback_base: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.callback_base = self.settings.callback_url.rstrip("/")
 
     async def claim_attempt(
         self, action_id: str, attempt: int, output_path: str, reserve_bytes: int | None = None
@@ -346,7 +351,7 @@ class Starter:
         )
 
     def notify_url(self, action: ActionDoc) -> str:
-        base = self.settings.callback_url.rstrip("/")
+        base = self.callback_base
         # An action id may hold what a URL path cannot (a space, '#'): percent-encoded.
         path = urllib.parse.quote(action["_id"], safe="")
         return f"{base}/callback/{path}?secret={action['secret']}&jobId=$jobId&status=$status"

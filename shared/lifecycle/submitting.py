@@ -38,8 +38,10 @@ from shared.storage.verification import Level
 from shared.store import Store
 from shared.store import actions as acts
 from shared.store import datasets as ds
+from shared.store import inputs as seen_inputs
 from shared.store import workflows as wfs
 from shared.store.actions import ActionDoc
+from shared.store.records import ActionRecord, WorkflowRecord
 from shared.store.transitions import history_entry
 from shared.ticker import cancel_all
 from shared.workflow_spec import ActionId, WorkflowSpec, id_order, masked_body
@@ -55,6 +57,14 @@ BY = "workflow_manager"
 # than 10 us: nx-27017 keeps a float set by an update to 15 significant digits (10 us at
 # today's epoch), and the order must survive that.
 USE_SPACING = 1e-4
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A workflow as its submission wrote it, and its actions in their workflow's order."""
+
+    workflow: WorkflowRecord
+    actions: list[ActionRecord]
 
 
 class StoreGate:
@@ -430,13 +440,19 @@ class Submitter:
     async def submit(
         self, body: dict[str, Any], spec: WorkflowSpec, paths: dict, prints: dict, owner: str | None = None,
         wf_id: str | None = None,
-    ) -> dict[str, Any]:  # fmt: skip
+    ) -> Submitted:  # fmt: skip
         """Plan and write ``owner``'s validated workflow (as ``wf_id``: one an Idempotency-Key
         recorded before). Raises ``PlanningLost`` if the planning sweep took the workflow away
         (this planner stalled past ``stale_after``): nothing is kept."""
         wf_id = wf_id or new_workflow_id()
         with logs.about(wf_id):  # its planning's log lines are about it
-            return await self.plan_and_write(wf_id, body, spec, paths, prints, owner)
+            written = await self.plan_and_write(wf_id, body, spec, paths, prints, owner)
+            # What the next dry run compares each input with (docs/planning.md, "External inputs").
+            prints_of = {i["path"]: {k: v for k, v in i.items() if k != "path"} for a in spec.actions for i in a.inputs}
+            if prints_of:
+                await seen_inputs.remember(self.store, prints_of)
+        docs = sorted(written["actions"], key=lambda d: id_order(d["local_id"]))
+        return Submitted(WorkflowRecord.of(written["workflow"]), [ActionRecord.of(d) for d in docs])
 
     async def plan_and_write(
         self, wf_id: str, body: dict[str, Any], spec: WorkflowSpec, paths: dict, prints: dict, owner: str | None

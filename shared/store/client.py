@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pymongo import ASCENDING, AsyncMongoClient
 from pymongo.asynchronous.collection import AsyncCollection
@@ -75,26 +75,16 @@ INDEXES: dict[str, list[tuple[list[tuple[str, int]], dict]]] = {
 class Store:
     client: AsyncMongoClient
     db: AsyncDatabase
+    # The collections every walk of a workflow writes, made once: read as plain attributes.
+    workflows: AsyncCollection = field(init=False)
+    actions: AsyncCollection = field(init=False)
+    datasets: AsyncCollection = field(init=False)
+    locks: AsyncCollection = field(init=False)
+    budget: AsyncCollection = field(init=False)
 
-    @property
-    def workflows(self) -> AsyncCollection:
-        return self.db["workflows"]
-
-    @property
-    def actions(self) -> AsyncCollection:
-        return self.db["actions"]
-
-    @property
-    def datasets(self) -> AsyncCollection:
-        return self.db["datasets"]
-
-    @property
-    def locks(self) -> AsyncCollection:
-        return self.db["locks"]
-
-    @property
-    def budget(self) -> AsyncCollection:
-        return self.db["budget"]
+    def __post_init__(self) -> None:
+        self.workflows, self.actions, self.datasets = self.db["workflows"], self.db["actions"], self.db["datasets"]
+        self.locks, self.budget = self.db["locks"], self.db["budget"]
 
     async def ensure_indexes(self) -> None:
         for name, specs in INDEXES.items():

@@ -16,13 +16,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from bson import Binary
 from pymongo.asynchronous.collection import AsyncCollection
 from pymongo.errors import DuplicateKeyError
 
 from shared.store.client import Store
+from shared.store.records import KeyRecord
 
 PENDING, DONE = "pending", "done"
 
@@ -48,7 +48,7 @@ class Held:
 
 async def take(
     store: Store, owner: str | None, key: str, fingerprint: str, workflow_id: str, now: float, retention: float
-) -> Held | dict[str, Any]:
+) -> Held | KeyRecord:
     """Take ``key`` for ``owner``'s submission of ``workflow_id``: ``Held`` if taken, else
     the document of whoever took it first (within ``retention`` seconds; an older one is
     replaced, guarded by its token, so that two late retries still take it only once)."""
@@ -75,24 +75,24 @@ async def take(
         if found is None:
             continue  # released or expired between the two: take it again
         if float(found.get("created_at") or 0) + retention > now:
-            return found
+            return KeyRecord.of(found)
         await keys(store).delete_one({"_id": found["_id"], "token": found.get("token")})
 
 
-async def take_over(store: Store, found: dict[str, Any], workflow_id: str, now: float) -> Held | None:
+async def take_over(store: Store, found: KeyRecord, workflow_id: str, now: float) -> Held | None:
     """Take a key whose holder ended without a workflow (it died before writing one, or its
     workflow was undone): guarded by the token it had, so only one retry takes it."""
     token = uuid.uuid4().hex
     won = await keys(store).update_one(
-        {"_id": found["_id"], "token": found.get("token"), "state": PENDING},
+        {"_id": found.id, "token": found.token, "state": PENDING},
         {"$set": {"token": token, "workflow_id": workflow_id, "taken_at": now}},
     )
-    return Held(found["user"], found["key"], token, workflow_id) if won.modified_count else None
+    return Held(found.user, found.key, token, workflow_id) if won.modified_count else None
 
 
-def holder(found: dict[str, Any]) -> Held:
-    """The holder of a key as its document names it (to record the answer for it)."""
-    return Held(found["user"], found["key"], found.get("token") or "", found["workflow_id"])
+def holder(found: KeyRecord) -> Held:
+    """The holder of a key as its record names it (to record the answer for it)."""
+    return Held(found.user, found.key, found.token or "", found.workflow_id)
 
 
 async def answered(store: Store, held: Held, status: int, location: str, body: bytes | None) -> None:

@@ -10,25 +10,16 @@ so the upsert works on every MongoDB-compatible server.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from pymongo import UpdateOne
 
 from shared.store.client import Store
+from shared.store.records import COUNTERS as COUNTED
+from shared.store.records import BucketRecord, Totals
 
 RESOLUTIONS: dict[str, int] = {"1m": 60, "30m": 1800, "1d": 86_400, "10d": 864_000}
-COUNTERS = (
-    "workflows_submitted",
-    "actions_computed",
-    "actions_reused",
-    "actions_skipped",
-    "compute_seconds",
-    "saved_seconds",
-    "saved_others_seconds",
-    "bytes_written",
-    "bytes_deleted",
-    "actions_nondeterministic",
-)
+# What a bucket counts: the fields of its record (``records.Totals``), in their order.
+COUNTERS = COUNTED
 FAILURE_PREFIX = "failures:"
 # The per-user key of work done while users were off (no workflow had an owner): counted
 # per user like anyone's, so the users' figures always add up to the team's and every view
@@ -77,44 +68,32 @@ async def count(
     await by_user(store).bulk_write(mine, ordered=False)
 
 
-def view(doc: dict[str, Any], width: int) -> dict[str, Any]:
-    return {
-        "start": doc["start"],
-        "end": doc["start"] + width,
-        **{k: doc.get(k, 0) for k in COUNTERS},
-        "failures": {k[len(FAILURE_PREFIX) :]: v for k, v in doc.items() if k.startswith(FAILURE_PREFIX)},
-    }
-
-
-async def query(store: Store, resolution: str, start: float, end: float, dense_limit: int = 10_000) -> list[dict]:
+async def query(
+    store: Store, resolution: str, start: float, end: float, dense_limit: int = 10_000
+) -> list[BucketRecord]:
     """Buckets overlapping [start, end), oldest first. Empty buckets are included (as
     zeros) when there are at most ``dense_limit`` of them, so a plot has no gaps."""
     width = RESOLUTIONS[resolution]
     first = bucket_start(start, width)
     cursor = collection(store).find({"res": resolution, "start": {"$gte": first, "$lt": end}}).sort("start", 1)
-    found = {doc["start"]: view(doc, width) async for doc in cursor}
+    found = {doc["start"]: BucketRecord.of(doc, width, FAILURE_PREFIX) async for doc in cursor}
     count = math.ceil((end - first) / width)
     if count > dense_limit:
         return list(found.values())
     out = []
     for i in range(count):
         s = first + i * width
-        out.append(found.get(s) or {"start": s, "end": s + width, **dict.fromkeys(COUNTERS, 0), "failures": {}})
+        out.append(found.get(s) or BucketRecord.empty(s, width))
     return out
 
 
-async def per_user(store: Store, resolution: str, start: float, end: float) -> dict[str, dict[str, Any]]:
+async def per_user(store: Store, resolution: str, start: float, end: float) -> dict[str, Totals]:
     """Each user's totals over the buckets overlapping [start, end), by name (NO_USER: work
     done while users were off)."""
     width = RESOLUTIONS[resolution]
     first = bucket_start(start, width)
-    totals: dict[str, dict[str, Any]] = {}
+    buckets: dict[str, list[BucketRecord]] = {}
     cursor = by_user(store).find({"res": resolution, "start": {"$gte": first, "$lt": end}})
     async for doc in cursor:
-        t = totals.setdefault(doc["owner"], {**dict.fromkeys(COUNTERS, 0), "failures": {}})
-        one = view(doc, width)
-        for k in COUNTERS:
-            t[k] += one[k]
-        for reason, n in one["failures"].items():
-            t["failures"][reason] = t["failures"].get(reason, 0) + n
-    return totals
+        buckets.setdefault(doc["owner"], []).append(BucketRecord.of(doc, width, FAILURE_PREFIX))
+    return {owner: Totals.of_all(found) for owner, found in buckets.items()}

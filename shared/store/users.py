@@ -22,6 +22,7 @@ from pymongo.errors import DuplicateKeyError
 
 from shared.errors import PingoError
 from shared.store.client import Store
+from shared.store.records import UserRecord
 
 # Names are Hadoop user names (Oozie's doAs, HDFS owners) and a word of event routing keys
 # (``<type>.<owner>.<workflow>``): lower case, no dot, as POSIX user names are usually made.
@@ -86,7 +87,7 @@ async def add(store: Store, name: str, admin: bool, now: float) -> str:
 async def issue_token(store: Store, name: str, now: float) -> str:
     """Another token for an existing, not revoked user."""
     user = await get(store, name)
-    if user is None or user.get("revoked_at") is not None:
+    if user is None or not user.active:
         raise NoSuchUser(name)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     doc: TokenDoc = {"_id": digest(token), "user": name, "created_at": now, "revoked_at": None}
@@ -94,13 +95,14 @@ async def issue_token(store: Store, name: str, now: float) -> str:
     return token
 
 
-async def get(store: Store, name: str) -> UserDoc | None:
-    return await users(store).find_one({"_id": name})  # type: ignore[return-value]
+async def get(store: Store, name: str) -> UserRecord | None:
+    doc = await users(store).find_one({"_id": name})
+    return UserRecord.of(doc) if doc is not None else None
 
 
-async def all_users(store: Store) -> list[UserDoc]:
+async def all_users(store: Store) -> list[UserRecord]:
     """Every user, by name (a team's worth: read whole)."""
-    return await users(store).find({}).sort("_id", 1).to_list(None)  # type: ignore[return-value]
+    return [UserRecord.of(d) async for d in users(store).find({}).sort("_id", 1)]
 
 
 async def revoke(store: Store, name: str, now: float) -> bool:
@@ -114,7 +116,7 @@ async def any_active(store: Store) -> bool:
     return await users(store).find_one({"revoked_at": None}, {"_id": 1}) is not None
 
 
-async def holder(store: Store, token: str) -> UserDoc | None:
+async def holder(store: Store, token: str) -> UserRecord | None:
     """The user a token authenticates, or None (unknown, revoked, or its user revoked)."""
     if not token.startswith(TOKEN_PREFIX):
         return None
@@ -122,6 +124,6 @@ async def holder(store: Store, token: str) -> UserDoc | None:
     if found is None or found.get("revoked_at") is not None:
         return None
     user = await get(store, found["user"])
-    if user is None or user.get("revoked_at") is not None:
+    if user is None or not user.active:
         return None
     return user

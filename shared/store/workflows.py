@@ -187,6 +187,17 @@ async def newest(
     return [WorkflowRecord.of(d) for d in await page_after(cursor, "created_at", after, limit)]
 
 
+async def earlier(store: Store, name: str, owner: str | None, before: float, limit: int) -> list[str]:
+    """The ids of the newest ``limit`` workflows named ``name`` (of ``owner``, if given)
+    created before ``before``, newest first (ties by id): an equality on the indexed
+    ``name``, and nothing read but the ids."""
+    query: dict[str, Any] = {"name": name, "created_at": {"$lt": before}}
+    if owner is not None:
+        query["owner"] = owner
+    cursor = store.workflows.find(query, {"_id": 1}).sort([("created_at", -1), ("_id", -1)]).limit(limit)
+    return [d["_id"] async for d in cursor]
+
+
 async def briefs(store: Store, workflow_ids: list[str] | set[str]) -> dict[str, WorkflowBrief]:
     """The name and owner of the workflows that exist among ``workflow_ids`` ($in on _id is index-served)."""
     ids = sorted(set(workflow_ids))
