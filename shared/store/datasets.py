@@ -187,6 +187,18 @@ async def any_deletable(store: Store) -> bool:
     return False
 
 
+async def any_being_freed(store: Store) -> bool:
+    """Whether some dataset's bytes are on their way out: marked for deletion (and claimed by
+    nobody) or being deleted. One equality on the indexed state each ($in scans on nx-27017)."""
+    for state in (D.STORED_TO_DELETE, D.INVALIDATED):
+        if await store.datasets.find_one({"state": str(state), "claims": {"$size": 0}}, {"_id": 1}) is not None:
+            return True
+    for state in DATASET_BEING_DELETED:
+        if await store.datasets.find_one({"state": str(state)}, {"_id": 1}) is not None:
+            return True
+    return False
+
+
 async def annotate(
     store: Store, h: str, state: str, by: str, note: str, set: dict[str, Any] | None = None,
     unset: list[str] | None = None,
