@@ -23,6 +23,7 @@ from services.workflow_manager.views import InputView, Miss, View, input_views
 from shared.hashing import workflow_hashes
 from shared.inputs import changes
 from shared.lifecycle.claims import Claim, meaning, whole
+from shared.lifecycle.cutoff_candidates import may_stand_in, stand_in, stand_ins
 from shared.lifecycle.misses import explain
 from shared.planning import PlannedAction, plan
 from shared.runtime import Context
@@ -98,10 +99,20 @@ class ReadOnlyGate:
     def __init__(self, storage: Storage, known: dict[str, dict[str, Any]], level: Level) -> None:
         self.storage, self.known, self.level = storage, known, level
         self.misses: dict[str, str] = {}  # hash -> why a dataset that exists is not reused
+        self.twins: dict[str, str] = {}  # a cut-off hash -> the twin reused in its place
 
     async def try_reuse(self, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> bool:
         doc = self.known.get(h)
         if doc is None:
+            return False
+        if (twin := stand_in(doc)) is not None:  # docs/planning.md, "Early cutoff", step 3
+            found = self.known.get(twin)
+            if not may_stand_in(found) or not meaning(found).stored:
+                return False
+            assert found is not None
+            if (await whole(self.storage, found, self.level))[0].ok:
+                self.twins[h] = twin
+                return True
             return False
         found = meaning(doc, lineage)
         if not found.stored:
@@ -137,6 +148,8 @@ def _explanation(p: PlannedAction, gate: ReadOnlyGate) -> str:
         return "forceComputation: computed whether or not its output is stored"
     if p.reason == "not_stored":
         return gate.misses.get(p.hash, "no stored output has this lineage")
+    if p.reason == "stored" and p.hash in gate.twins:
+        return f"early cutoff: its action was cut off to {gate.twins[p.hash]}, byte-identical inputs: reused"
     if p.reason == "stored":
         return "its output is stored: reused"
     if p.reason == "feeds_only_reused":
@@ -152,6 +165,7 @@ async def dry_run(
     """The plan a submission of the validated ``spec`` by ``owner`` would make now; writes nothing."""
     hashes = workflow_hashes(spec, prints)
     known = await ds.get_many(ctx.store, list(hashes.values()))
+    known.update(await ds.get_many(ctx.store, stand_ins(known)))
     gate = ReadOnlyGate(ctx.storage, known, ctx.settings.verify_reuse)
     planned = await plan(spec, hashes, gate, prints)
     previous = await seen_inputs.last_seen(ctx.store, [i["path"] for a in spec.actions for i in a.inputs])
@@ -163,7 +177,7 @@ async def dry_run(
         if not p.spec.isManaged:
             output = paths.get(aid, {}).get("output_path")
         elif decision == "reuse":
-            output = known[p.hash]["path"]
+            output = known[gate.twins.get(p.hash, p.hash)]["path"]
         elif decision == "compute":
             output = posixpath.join(ctx.storage.root, p.hash)
         else:
