@@ -82,13 +82,15 @@ def _decision(p: PlannedAction) -> DryDecision:
     return "skip" if p.reason == "feeds_only_reused" else "reuse"
 
 
-def _explanation(p: PlannedAction, not_reused: dict[str, str]) -> str:
+def _explanation(p: PlannedAction, not_reused: dict[str, str], twins: dict[str, str]) -> str:
     if p.reason == "unmanaged":
         return "unmanaged (isManaged: false): always computed, into its outputPath"
     if p.reason == "forced":
         return "forceComputation: computed whether or not its output is stored"
     if p.reason == "not_stored":
         return not_reused.get(p.hash, "no stored output has this lineage")
+    if p.reason == "stored" and p.hash in twins:
+        return f"early cutoff: its action was cut off to {twins[p.hash]}, byte-identical inputs: reused"
     if p.reason == "stored":
         return "its output is stored: reused"
     if p.reason == "feeds_only_reused":
@@ -109,7 +111,7 @@ def dry_run(found: Preview, name: str, paths: dict, root: str) -> DryRun:
         if not p.spec.isManaged:
             output = paths.get(aid, {}).get("output_path")
         elif decision == "reuse":
-            output = known[p.hash]["path"]
+            output = known[found.twins.get(p.hash, p.hash)]["path"]
         elif decision == "compute":
             output = posixpath.join(root, p.hash)
         else:
@@ -122,7 +124,7 @@ def dry_run(found: Preview, name: str, paths: dict, root: str) -> DryRun:
             )
             for i in input_views({"inputs": p.spec.inputs})
         ]  # fmt: skip
-        explanation = _explanation(p, found.not_reused)
+        explanation = _explanation(p, found.not_reused, found.twins)
         if decision == "compute" and (changed := [i for i in inputs if i.changes]):
             told = "; ".join(f"input {i.path} changed: {', '.join(i.changes)}" for i in changed)
             explanation = f"{told}; {explanation}"

@@ -14,6 +14,7 @@ Pinning and the expiry date are fields, recorded in the history without a move.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +27,7 @@ from shared.store import actions as acts
 from shared.store import datasets as ds
 
 D = DatasetState
-IDLE = {"claims": {"$size": 0}, "producers": {"$size": 0}}
+IDLE = ds.IDLE
 NOT_COMPUTED = {"producers": {"$size": 0}}
 # Already out of reuse: a delete or an invalidation of these changes nothing.
 GONE = frozenset({D.INVALIDATED, D.DELETED, D.DELETING, D.LOST})
@@ -160,16 +161,21 @@ class Curator:
         """The dataset manager's timer: expired datasets nothing needs are withdrawn (their
         files then go), and, with the retention policy on, leaves unused for
         ``retention_seconds`` become ordinary STORED datasets the decision service may
-        evict. The number of datasets moved comes back."""
+        evict. The number of datasets moved comes back.
+
+        Each is read in batches of ``SWEEP_BATCH`` paged by hash, until a batch comes back
+        short: a batch whose datasets all stay (pinned, or claimed since it was read) never
+        hides those after it."""
         now = time.time() if now is None else now
         moved = 0
-        for d in await ds.expired(self.store, DATASET_WITHDRAWABLE, now, SWEEP_BATCH):
-            if not d.get("claims") and not d.get("producers"):
+        for state in sorted(DATASET_WITHDRAWABLE):
+            async for d in _pages(lambda after, s=state: ds.expired(self.store, s, now, SWEEP_BATCH, after)):
                 note = f"expired at {when(float(d['expires_at']))}"
                 moved += await self._withdraw(d, by, note, IDLE, "expired") is not None
         if retention_seconds > 0:
-            for d in await ds.unused_leaves(self.store, now - retention_seconds, SWEEP_BATCH):
-                if d.get("pinned") or d.get("claims") or d.get("producers"):
+            before = now - retention_seconds
+            async for d in _pages(lambda after: ds.unused_leaves(self.store, before, SWEEP_BATCH, after)):
+                if d.get("pinned"):  # read here, not queried: nx-27017 serves one equality
                     continue
                 res = await self.mover.dataset(
                     d["_id"], D.STORED, by=by, sources=[D.LEAF], where={**IDLE, **ds.NOT_PINNED},
@@ -177,6 +183,18 @@ class Curator:
                 )  # fmt: skip
                 moved += res is not None
         return moved
+
+
+async def _pages(fetch: Callable[[str], Awaitable[list[dict[str, Any]]]]) -> AsyncIterator[dict[str, Any]]:
+    """Every document of a query read in batches, each after the last hash of the one before."""
+    after = ""
+    while True:
+        batch = await fetch(after)
+        for d in batch:
+            yield d
+        if len(batch) < SWEEP_BATCH:
+            return
+        after = batch[-1]["_id"]
 
 
 def needs(d: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from shared.hashing import lineage_hash
 from shared.lifecycle.claims import Claim, meaning
-from shared.lifecycle.cutoff_candidates import may_be_cut_off
+from shared.lifecycle.cutoff_candidates import may_be_cut_off, may_stand_in, stable, stand_in
 from shared.states import DatasetState
 from shared.storage import Storage
 from shared.storage.verification import verify
@@ -27,7 +27,6 @@ from shared.store import datasets as ds
 from shared.workflow_spec import ORDER_INSENSITIVE
 
 TWINNABLE = (DatasetState.STORED, DatasetState.LEAF)
-INPUTS = "inputs["  # a field of an external input's fingerprint (docs/planning.md, "External inputs")
 
 
 async def twin_of(store: Store, action: dict[str, Any], checksum: str | None) -> dict[str, Any] | None:
@@ -37,13 +36,12 @@ async def twin_of(store: Store, action: dict[str, Any], checksum: str | None) ->
     h = against.get("hash")
     if checksum is None or not h or h == action["hash"]:
         return None
-    # Only a key changed by its external inputs alone (a touched file, a corpus rewritten
-    # with the same bytes): a changed definition or folder computes its descendants as before.
-    fields = [c.get("field") or "" for c in miss.get("changes") or []]
-    if not fields or not all(f.startswith(INPUTS) for f in fields):
-        return None
+    # Whatever gave it a new key (an input's fingerprint, its folder, its definition, a
+    # cacheVersion, a parent): the same bytes mean the same inputs for its children, whose
+    # own definitions the swap at their claim keeps (so a child whose own key changed too,
+    # a workflow's cacheVersion, finds no twin lineage and computes).
     doc = await ds.get(store, h)
-    if doc is None or doc["state"] not in TWINNABLE or doc.get("checksum") != checksum or not _stable(doc):
+    if doc is None or doc["state"] not in TWINNABLE or doc.get("checksum") != checksum or not stable(doc):
         return None
     return {"hash": h, "workflow": against.get("workflow")}
 
@@ -81,19 +79,18 @@ async def reusable(store: Store, storage: Storage, action: dict[str, Any]) -> Cu
     alt = {"definition": lineage["definition"], "parents": swapped}
     h = lineage_hash(alt)
     doc = await ds.get(store, h)
-    if meaning(doc, alt).claim is not Claim.REUSE or doc is None or doc.get("checksum") is None or not _stable(doc):
+    if (twin := stand_in(doc)) is not None:
+        # That lineage's action was itself cut off (its dataset never made): its twin stands in.
+        h, doc = twin, await ds.get(store, twin)
+        alt = (doc or {}).get("lineage") or alt
+    if meaning(doc, alt).claim is not Claim.REUSE or not may_stand_in(doc):
         return None
+    assert doc is not None
     if not (await verify(storage, doc, "checksum")).ok:
         return None
     which = next(h for h in lineage["parents"] if h in twins)
     parent, workflow = named.get(which, which[:12]), twins[which].get("workflow") or "an earlier workflow"
     return Cutoff(h, doc["path"], f"early cutoff: parent {parent}'s output is identical to {workflow}'s")
-
-
-def _stable(doc: dict[str, Any]) -> bool:
-    """Its output is a function of its lineage: not made from an input that changed while it
-    ran, and never found to differ when computed again (the determinism audit)."""
-    return not doc.get("input_changed") and not doc.get("nondeterministic_count")
 
 
 def _against(action: dict[str, Any]) -> str | None:

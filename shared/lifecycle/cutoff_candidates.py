@@ -1,10 +1,12 @@
-"""Which actions early cutoff looks at (docs/planning.md, "Early cutoff"): a pure rule
-on an action's document, apart from ``cutoff`` so that the READY event's payload
-(``effects``) can ask it without importing the engine above it."""
+"""Which actions and datasets early cutoff looks at (docs/planning.md, "Early cutoff"):
+pure rules on documents, apart from ``cutoff`` so that the READY event's payload
+(``effects``) and the planners' gates can ask them without importing the engine above them."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from shared.states import DATASET_REUSABLE, DatasetState
 
 
 def may_be_cut_off(action: dict[str, Any]) -> bool:
@@ -15,3 +17,36 @@ def may_be_cut_off(action: dict[str, Any]) -> bool:
     if any(c.get("field") == "parent" for c in miss.get("changes") or []):
         return True
     return not miss.get("changes") and (miss.get("against") or {}).get("hash") == action.get("hash")
+
+
+def stable(doc: dict[str, Any]) -> bool:
+    """Its output is a function of its lineage: not made from an input that changed while it
+    ran, and never found to differ when computed again (the determinism audit)."""
+    return not doc.get("input_changed") and not doc.get("nondeterministic_count")
+
+
+def stand_in(doc: dict[str, Any] | None) -> str | None:
+    """The dataset standing in for ``doc``: an action cut off early records on its own
+    dataset the twin lineage's output it reused instead. It stands in where that dataset
+    cannot be reused itself: never made (DELETED), gone since (LOST), or made from an input
+    that changed while it ran; never where a user withdrew it (INVALIDATED: recompute)."""
+    twin = (doc or {}).get("twin") or {}
+    if doc is None or not twin.get("hash"):
+        return None
+    state = doc.get("state")
+    if state in (DatasetState.DELETED, DatasetState.LOST) or (state in DATASET_REUSABLE and doc.get("input_changed")):
+        return twin["hash"]
+    return None
+
+
+def stand_ins(known: dict[str, dict[str, Any]]) -> set[str]:
+    """The hashes standing in for datasets of ``known`` that are not read yet."""
+    return {h for d in known.values() if (h := stand_in(d)) is not None} - set(known)
+
+
+def may_stand_in(doc: dict[str, Any] | None) -> bool:
+    """A twin a plan may reuse in place of a cut-off dataset: stored, with its checksum
+    recorded, and a function of its lineage."""
+    if doc is None or doc.get("state") not in (DatasetState.STORED, DatasetState.LEAF):
+        return False
+    return doc.get("checksum") is not None and stable(doc)

@@ -71,13 +71,14 @@ def _action(d: Doc) -> dict[str, Any]:
 def _ready_action(d: Doc) -> dict[str, Any]:
     # What its start reserves, worked out at planning, so the claim on this event reads
     # nothing (None: not worked out, the claim reads the action; shared.lifecycle.reserving).
-    # One that may be cut off early says None too: its claim reads it to look (shared.lifecycle.cutoff).
+    # One that may be cut off early says None too: its claim reads it to look (shared.lifecycle.cutoff),
+    # and so does one whose planning knew no size (a first run: its start works it out).
     if not d.get("managed"):
         return {**_action(d), "reserve_bytes": 0}
     # One with no miss recorded was never computed before: no earlier lineage to cut it off.
-    if "reserve_bytes" not in d or (d.get("miss") is not None and may_be_cut_off(d)):
+    if d.get("reserve_bytes") is None or (d.get("miss") is not None and may_be_cut_off(d)):
         return {**_action(d), "reserve_bytes": None}
-    return {**_action(d), "reserve_bytes": int(d["reserve_bytes"] or 0)}
+    return {**_action(d), "reserve_bytes": int(d["reserve_bytes"])}
 
 
 def _submitted_action(d: Doc) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from shared.hashing import workflow_hashes
 from shared.lifecycle.claims import Claim, meaning, whole
+from shared.lifecycle.cutoff_candidates import may_stand_in, stand_in, stand_ins
 from shared.lifecycle.misses import Miss, explain
 from shared.planning import PlannedAction, plan
 from shared.storage import Storage
@@ -35,10 +36,20 @@ class ReadOnlyGate:
     def __init__(self, storage: Storage, known: dict[str, dict[str, Any]], level: Level) -> None:
         self.storage, self.known, self.level = storage, known, level
         self.misses: dict[str, str] = {}  # hash -> why a dataset that exists is not reused
+        self.twins: dict[str, str] = {}  # a cut-off hash -> the twin reused in its place
 
     async def try_reuse(self, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> bool:
         doc = self.known.get(h)
         if doc is None:
+            return False
+        if (twin := stand_in(doc)) is not None:  # docs/planning.md, "Early cutoff", step 3
+            found_twin = self.known.get(twin)
+            if not may_stand_in(found_twin) or not meaning(found_twin).stored:
+                return False
+            assert found_twin is not None
+            if (await whole(self.storage, found_twin, self.level))[0].ok:
+                self.twins[h] = twin
+                return True
             return False
         found = meaning(doc, lineage)
         if not found.stored:
@@ -68,6 +79,7 @@ class Preview:
     not_reused: dict[str, str]  # hash -> why a dataset that exists would not be reused
     previous: dict[str, dict[str, Any]]  # input path -> its fingerprint when a workflow was last planned on it
     misses: dict[ActionId, Miss]  # why each computed action would be computed
+    twins: dict[str, str]  # a cut-off hash -> the twin reused in its place (early cutoff)
 
 
 async def preview(
@@ -78,8 +90,9 @@ async def preview(
     reuse checked at ``level``; writes nothing."""
     hashes = workflow_hashes(spec, prints)
     known = await ds.get_many(store, list(hashes.values()))
+    known.update(await ds.get_many(store, stand_ins(known)))
     gate = ReadOnlyGate(storage, known, level)
     planned = await plan(spec, hashes, gate, prints)
     previous = await seen_inputs.last_seen(store, [i["path"] for a in spec.actions for i in a.inputs])
     misses = await explain(store, spec.name, owner, planned, hashes, before=time.time())
-    return Preview(planned, known, gate.misses, previous, misses)
+    return Preview(planned, known, gate.misses, previous, misses, gate.twins)

@@ -3,7 +3,9 @@
 Before an attempt of a managed action starts, the bytes its output is expected to take
 are reserved (``shared.store.budget``): what it declares (``expectedBytes``), else the
 size its lineage's dataset had when it was last computed, else the size of the last
-output of an action of the same name; nothing is known: nothing is reserved. No room:
+output of an action of the same name, else the size of the largest dataset it reads (its
+inputs: an output is taken to weigh what its largest input weighs); nothing is known (a
+root never run under its name): nothing is reserved. No room:
 the action stays READY, ``held`` says why, and the decision service frees for it. The
 reservation is dropped when the attempt ends, whichever way (``settle``, applied by the
 Mover to every move out of PROCESSING/SUBMITTED/RUNNING): at commit the dataset's real
@@ -16,7 +18,9 @@ reads nothing for it; the READY event carries it, so the claim on that event rea
 either. ``named_bytes`` (what its name remembered then) spares the commit the write of a
 size its name remembers already (or of 0 where it remembered nothing: the same
 reservation). A document without ``reserve_bytes`` (made computed after its planning: a
-follower taking over) is worked out at its start, as the rule says.
+follower taking over), or whose planning knew nothing (``reserve_bytes`` None: a first
+run), is worked out at its start, as the rule says: by then its name may have learned a
+size (an earlier workflow's action of that name committed), and its inputs are committed.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from shared.store.actions import ActionDoc
 log = logging.getLogger(__name__)
 A = ActionState
 # What the reservation reads of an action.
-FIELDS = {"managed": 1, "expected_bytes": 1, "reserve_bytes": 1, "hash": 1, "name": 1}
+FIELDS = {"managed": 1, "expected_bytes": 1, "reserve_bytes": 1, "hash": 1, "name": 1, "claims": 1}
 HELD_REASON = "storage_budget"
 
 
@@ -59,15 +63,30 @@ async def expected_bytes(store: Store, action: ActionDoc) -> int:
     """What ``action``'s output is expected to take; 0 if unknown or unmanaged."""
     if not action.get("managed"):
         return 0  # an unmanaged output lies outside the managed root and its budget
-    if "reserve_bytes" in action:  # worked out at its planning
-        return int(action["reserve_bytes"] or 0)
+    if action.get("reserve_bytes") is not None:  # worked out at its planning
+        return int(action["reserve_bytes"])
     declared = action.get("expected_bytes")
     if declared is not None:
         return int(declared)
     doc = await ds.get(store, action["hash"]) if action.get("hash") else None
     if doc is not None and doc.get("size") is not None:
         return int(doc["size"])
-    return await budget.expected_by_name(store, action.get("name") or "") or 0
+    named = await budget.expected_by_name(store, action.get("name") or "")
+    if named is not None:
+        return named
+    return await largest_input(store, action)
+
+
+async def largest_input(store: Store, action: ActionDoc) -> int:
+    """The size of the largest managed dataset ``action`` reads (committed by its start):
+    what a first run of its name is taken to write. Without it, the first runs of a new
+    chain's actions reserved nothing and wrote past the budget before the decision service
+    could free room (docs/operations.md, "Storage budget"). 0 for a root."""
+    claims = action.get("claims") or []
+    if not claims:
+        return 0
+    found = await ds.get_many(store, claims, {"size": 1})
+    return max((int(d.get("size") or 0) for d in found.values()), default=0)
 
 
 async def reserve(store: Store, action: ActionDoc, capacity: int) -> dict[str, Any] | None:
@@ -77,10 +96,10 @@ async def reserve(store: Store, action: ActionDoc, capacity: int) -> dict[str, A
     if n <= 0:
         return {"reservation": None, "held": None}
     got = await budget.reserve(store, action["_id"], n, capacity)
-    if isinstance(got, budget.Refused) and not await acts.any_in_flight(store) and not await ds.any_deletable(store):
-        # No attempt in flight will give room back (its claims, its reservation) and nothing can
-        # be evicted: held, it would wait forever. It starts past the budget, said in the log
-        # (docs/operations.md, "Storage budget").
+    if isinstance(got, budget.Refused) and not await room_may_come(store):
+        # No attempt in flight will give room back (its claims, its reservation), nothing can
+        # be evicted and nothing is being deleted: held, it would wait forever. It starts past
+        # the budget, said in the log (docs/operations.md, "Storage budget").
         log.warning("%s: starts past the storage budget: %s; nothing can free room", action["_id"], got.message())
         got = await budget.reserve(store, action["_id"], n, got.held + n)
     if isinstance(got, budget.Refused):
@@ -89,6 +108,13 @@ async def reserve(store: Store, action: ActionDoc, capacity: int) -> dict[str, A
         await acts.hold(store, action["_id"], held)
         return None
     return {"reservation": {"key": got, "bytes": n}, "held": None}
+
+
+async def room_may_come(store: Store) -> bool:
+    """Whether waiting can give an action room: an attempt in flight (its end releases its
+    reservation and its claims), a dataset the decision service may evict, or one whose
+    deletion is under way (its bytes still count as held until it is gone)."""
+    return await acts.any_in_flight(store) or await ds.any_deletable(store) or await ds.any_being_freed(store)
 
 
 async def undo(store: Store, fields: dict[str, Any]) -> None:

@@ -28,6 +28,7 @@ from shared.errors import PingoError
 from shared.hashing import workflow_hashes
 from shared.lifecycle import reserving
 from shared.lifecycle.claims import Claim, meaning, whole
+from shared.lifecycle.cutoff_candidates import may_stand_in, stand_in, stand_ins
 from shared.lifecycle.misses import Miss, explain
 from shared.lifecycle.moves import Mover, outcome
 from shared.metrics import REUSE_HITS, SAVED_SECONDS
@@ -82,6 +83,7 @@ class StoreGate:
         self.workflow_id = workflow_id
         self.known = known
         self.claimed: list[str] = []
+        self.twins: dict[str, str] = {}  # a cut-off hash -> the twin reused in its place
 
     def action_id(self, local: ActionId) -> str:
         return f"{self.workflow_id}.{local}"
@@ -93,6 +95,8 @@ class StoreGate:
         found = meaning(doc, lineage)
         if found.claim is Claim.LOST:
             await self.remove_leftover(doc)
+        if (twin := stand_in(doc)) is not None:  # docs/planning.md, "Early cutoff", step 3
+            return await self.reuse_twin(h, twin, claimants, leaf)
         if found.collision:
             return False
         if not found.stored:
@@ -102,6 +106,16 @@ class StoreGate:
         if not await self.present(doc):
             return False
         return await self._claim(h, doc, lineage, claimants, leaf)
+
+    async def reuse_twin(self, h: str, twin: str, claimants: list[ActionId], leaf: bool) -> bool:
+        """``h``'s action was cut off early (its dataset never made): reuse the twin it reused."""
+        doc = self.known.get(twin)
+        if not may_stand_in(doc) or not meaning(doc).stored or not await self.present(doc):
+            return False
+        assert doc is not None
+        if ok := await self._claim(twin, doc, doc["lineage"], claimants, leaf):
+            self.twins[h] = twin
+        return ok
 
     async def reuse_now(self, h: str, lineage: dict, claimants: list[ActionId], leaf: bool) -> bool:
         """Reuse ``h`` if it is stored now, whatever the batch read found."""
@@ -476,8 +490,12 @@ class Submitter:
         async with PlanningLease(store, self.settings.stale_after, wf_id, token) as lease:
             try:
                 known = await ds.get_many(store, list(hashes.values()))
+                known.update(await ds.get_many(store, stand_ins(known)))
                 gate = StoreGate(store, self.storage, self.mover, self.settings.verify_reuse, wf_id, known)
                 planned = await plan(spec, hashes, gate, prints, concurrency=PLANNING_CONCURRENCY)
+                for p in planned.values():  # a cut-off lineage reused: its action reads its twin
+                    if p.reason == "stored" and p.hash in gate.twins:
+                        p.hash = gate.twins[p.hash]
                 output_of = {
                     aid: paths.get(aid, {}).get("output_path") or posixpath.join(self.storage.root, p.hash)
                     for aid, p in planned.items()
@@ -575,7 +593,9 @@ class Submitter:
         mine = set(planned["action_ids"])
         held: dict[str, set[str]] = {}
         produced: set[str] = set()
-        for h, d in (await ds.get_many(store, planned["dataset_hashes"])).items():
+        found = await ds.get_many(store, planned["dataset_hashes"])
+        found.update(await ds.get_many(store, stand_ins(found)))  # twins reused in their place
+        for h, d in found.items():
             if ids := mine & (set(d.get("claims", [])) | set(d.get("producers", []))):
                 held[h] = ids
             if mine & set(d.get("producers", [])):

@@ -187,6 +187,18 @@ async def any_deletable(store: Store) -> bool:
     return False
 
 
+async def any_being_freed(store: Store) -> bool:
+    """Whether some dataset's bytes are on their way out: marked for deletion (and claimed by
+    nobody) or being deleted. One equality on the indexed state each ($in scans on nx-27017)."""
+    for state in (D.STORED_TO_DELETE, D.INVALIDATED):
+        if await store.datasets.find_one({"state": str(state), "claims": {"$size": 0}}, {"_id": 1}) is not None:
+            return True
+    for state in DATASET_BEING_DELETED:
+        if await store.datasets.find_one({"state": str(state)}, {"_id": 1}) is not None:
+            return True
+    return False
+
+
 async def annotate(
     store: Store, h: str, state: str, by: str, note: str, set: dict[str, Any] | None = None,
     unset: list[str] | None = None,
@@ -211,24 +223,26 @@ async def withdrawn_unclaimed(store: Store, limit: int, fields: dict[str, int] |
     return [d async for d in store.datasets.find(query, fields).limit(limit)]
 
 
-async def expired(store: Store, states: frozenset[str], now: float, limit: int) -> list[dict[str, Any]]:
-    """At most ``limit`` datasets in ``states`` whose expiry date has passed: per state, an
-    equality on it and a range on ``expires_at``, as ``stale_leases``."""
-    out: list[dict[str, Any]] = []
-    for state in sorted(states):
-        query = {"state": str(state), "expires_at": {"$lt": now}}
-        found = store.datasets.find(query, {"history": 0, "lineage": 0}).limit(limit - len(out))
-        out += [d async for d in found]
-        if len(out) >= limit:
-            break
-    return out
+# Nothing claims or computes it: what a sweep may withdraw or hand to eviction.
+IDLE = {"claims": {"$size": 0}, "producers": {"$size": 0}}
 
 
-async def unused_leaves(store: Store, before: float, limit: int) -> list[dict[str, Any]]:
-    """At most ``limit`` LEAF datasets last used before ``before`` (the retention policy):
-    an equality on state and a range on ``last_used_at``, as ``stale_leases``."""
-    query = {"state": str(D.LEAF), "last_used_at": {"$lt": before}}
-    return [d async for d in store.datasets.find(query, {"history": 0, "lineage": 0}).limit(limit)]
+async def expired(store: Store, state: str, now: float, limit: int, after: str = "") -> list[dict[str, Any]]:
+    """At most ``limit`` datasets in ``state`` whose expiry date has passed and that nothing
+    needs, after the hash ``after`` in ``_id`` order: an equality on state and a range on
+    ``expires_at``, as ``stale_leases``, paged by ``_id`` so that a sweep reaches them all."""
+    query = {"state": str(state), "expires_at": {"$lt": now}, **IDLE, "_id": {"$gt": after}}
+    found = store.datasets.find(query, {"history": 0, "lineage": 0}).sort("_id", 1).limit(limit)
+    return [d async for d in found]
+
+
+async def unused_leaves(store: Store, before: float, limit: int, after: str = "") -> list[dict[str, Any]]:
+    """At most ``limit`` LEAF datasets last used before ``before`` (the retention policy) that
+    nothing needs, after the hash ``after`` in ``_id`` order: an equality on state and a
+    range on ``last_used_at``, paged as ``expired``."""
+    query = {"state": str(D.LEAF), "last_used_at": {"$lt": before}, **IDLE, "_id": {"$gt": after}}
+    found = store.datasets.find(query, {"history": 0, "lineage": 0}).sort("_id", 1).limit(limit)
+    return [d async for d in found]
 
 
 async def marked_unclaimed(store: Store, limit: int, fields: dict[str, int] | None = None) -> list[dict[str, Any]]:

@@ -215,3 +215,45 @@ async def test_an_action_reserves_what_its_name_remembers_worked_out_when_it_was
     assert third["state"] == "SUCCEEDED"
     smaller = (await system.db.datasets.find_one({"_id": third["actions"][0]["hash"]}))["size"]
     assert smaller < size and (await system.db.budget.find_one({"_id": "size:learner"}))["bytes"] == smaller
+
+
+async def test_a_first_run_reserves_what_its_largest_input_weighs(system: Api) -> None:
+    """Actions never run under their names, with nothing declared: each child reserves the
+    size of the largest dataset it reads, so their writes wait for the room the decision
+    service frees instead of passing the budget (docs/operations.md, "Storage budget")."""
+    seed = await system.run(
+        {
+            "name": "seed",
+            "actions": [
+                shell_action(1, "seed-a", size_kb=70),
+                shell_action(2, "seed-b", [1], size_kb=70),
+                shell_action(3, "seed-leaf", [2], size_kb=1),
+            ],
+        }
+    )
+    assert seed["state"] == "SUCCEEDED"
+    # 141 KB stored; a 40 KB root, then three 40 KB children at once: 301 KB had each
+    # child started unreserved as soon as a slot was free.
+    fresh = {
+        "name": "fresh",
+        "actions": [
+            shell_action(1, "fresh-root", size_kb=40),
+            *(shell_action(i, f"fresh-{i}", [1], seconds=0.5, size_kb=40) for i in (2, 3, 4)),
+            shell_action(5, "fresh-leaf", [2, 3, 4], size_kb=1),
+        ],
+    }
+    plan = await system.submit(fresh)
+    planned = [a async for a in system.db.actions.find({"workflow_id": plan["id"]})]
+    assert [a.get("reserve_bytes") for a in planned] == [None] * 5  # no size known at planning
+    peak = 0
+    while (wf := await system.workflow(plan["id"]))["state"] == "RUNNING":
+        peak = max(peak, await usage(system))
+        await asyncio.sleep(0.02)
+    assert wf["state"] == "SUCCEEDED", wf
+    assert 0 < peak <= system.settings.capacity_bytes, peak
+    # Each child reserved what the root's output weighs; the root, reading nothing, nothing.
+    root = await system.db.datasets.find_one({"_id": wf["actions"][0]["hash"]})
+    docs = {a["local_id"]: a async for a in system.db.actions.find({"workflow_id": plan["id"]})}
+    assert [docs[i]["reservation"]["bytes"] for i in (2, 3, 4)] == [root["size"]] * 3
+    assert docs[1].get("reservation") is None
+    assert (await budget(system))["reserved"] == 0

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from pingo.dev import all_services
+from shared.lifecycle import curating
 from shared.runtime import Context, running
+from shared.store import datasets as ds
 from tests.support.system import Api, make_settings
 from tests.support.workflows import decisions, shell_action
 from tests.system.test_users import start_team
@@ -256,3 +258,30 @@ async def test_retention_makes_an_unused_final_output_an_ordinary_candidate(tmp_
             assert (await history(api, leaf))[-1]["note"].startswith("retention: unused for")
         finally:
             await api.close()
+
+
+async def test_a_sweep_batch_of_datasets_still_needed_does_not_starve_the_rest(
+    tmp_path: Path, mongo_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More expired datasets still claimed, and more unused pinned leaves, than a sweep's
+    batch, all before the free ones in hash order: one sweep still reaches the free ones."""
+    monkeypatch.setattr(curating, "SWEEP_BATCH", 3)
+    ctx = await Context.open(make_settings(tmp_path, mongo_url))
+    try:
+        now, day = time.time(), 86_400.0
+
+        def leaf(h: str, **fields: Any) -> dict[str, Any]:
+            doc = ds.new_document(h, {"definition": "{}", "parents": []}, f"/x/{h}", "wf-old.1", True, "test", [], now)
+            return {**doc, "state": "LEAF", "producers": [], "size": 1, "last_used_at": now - 3 * day, **fields}
+
+        needed = [leaf(f"a{i}", expires_at=now - 60, claims=[f"wf-busy.{i}"]) for i in range(7)]
+        pinned = [leaf(f"b{i}", pinned=True) for i in range(7)]
+        free = [leaf("z-expired", expires_at=now - 60), leaf("z-unused")]
+        await ctx.store.datasets.insert_many([*needed, *pinned, *free])
+        moved = await curating.Curator(ctx.store, ctx.mover("dataset_manager")).sweep("dataset_manager", day, now)
+        states = {d["_id"]: d["state"] async for d in ctx.store.datasets.find({}, {"state": 1})}
+        assert moved == 2
+        assert states["z-expired"] == "INVALIDATED" and states["z-unused"] == "STORED"
+        assert {states[d["_id"]] for d in needed + pinned} == {"LEAF"}
+    finally:
+        await ctx.close()

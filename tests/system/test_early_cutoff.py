@@ -2,17 +2,21 @@
 whose output is byte-identical to an earlier lineage's lets its children reuse what that
 lineage's children made. Measured on a chain of 10 whose root reads an input folder:
 touched without change (default `stat` fingerprints: a new modification time, a new key),
-only the root computes; changed, all ten do."""
+only the root computes; changed, all ten do. The same for any other new key of a parent:
+its action folder, its cacheVersion, its command."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from shared.config import Settings
-from tests.support.system import Api
-from tests.support.workflows import shell_action
+from tests.support.system import Api, make_settings
+from tests.support.workflows import JOBS, ROOT, shell_action
 
 LENGTH = 10
 
@@ -63,7 +67,73 @@ async def test_a_touched_root_input_recomputes_the_root_only(system: Api, settin
     # Each reuses what the first run's action made: its output, at its path.
     was = {a["localId"]: a for a in first["actions"]}
     assert all(row[i]["outputPath"] == was[i]["outputPath"] for i in range(2, LENGTH + 1))
-    # Submitted again: the root's new output is reused (planned for its child, whose own
-    # dataset was never made), and the chain below is cut off anew: nothing computes.
+    # Submitted again: the plan reuses what the chain was cut off to (step 3): the leaf's
+    # dataset was never made, the first run's stands in for it, and everything above it is
+    # skipped: nothing computes, and the dry run says so.
+    status, dry = await system.request("POST", "/api/v1/workflows?dryRun=true", json=chain(corpus))
+    assert status == 200 and dry["totals"]["compute"] == 0, dry
+    assert "early cutoff" in dry["actions"][-1]["explanation"], dry["actions"][-1]
+    assert dry["actions"][-1]["outputPath"] == was[LENGTH]["outputPath"]
     third = await system.run(chain(corpus))
-    assert states(third) == dict.fromkeys(range(1, LENGTH + 1), "REUSED")
+    assert states(third) == {**dict.fromkeys(range(1, LENGTH), "SKIPPED"), LENGTH: "REUSED"}
+    assert third["actions"][-1]["outputPath"] == was[LENGTH]["outputPath"]
+
+
+@pytest.fixture
+def settings(tmp_path: Path, mongo_url: str) -> Settings:
+    return make_settings(tmp_path, mongo_url, action_roots=[ROOT, tmp_path / "apps"])
+
+
+def short_chain(folder: Path) -> dict[str, Any]:
+    return {
+        "name": "cutoff-keys",
+        "actions": [
+            {**shell_action(1, "key-a"), "actionFolder": str(folder)},
+            shell_action(2, "key-b", [1]),
+            shell_action(3, "key-c", [2]),
+        ],
+    }
+
+
+async def test_a_parent_recomputed_under_any_new_key_with_the_same_output_cuts_its_children_off(
+    system: Api, tmp_path: Path
+) -> None:
+    """Its folder, its cacheVersion, its command: a new key for the parent, the same bytes
+    out, and its children reuse the earlier lineage's outputs."""
+    folder = tmp_path / "apps" / "jobs"
+    shutil.copytree(JOBS, folder)
+    body = short_chain(folder)
+    first = await system.run(body)
+    assert set(states(first).values()) == {"FINISHED"}
+
+    # The middle action's command, written otherwise and doing the same: its child is cut off.
+    body["actions"][1]["command"] = ["python3", "./synth.py"]
+    wf = await system.run(body)
+    assert states(wf) == {1: "REUSED", 2: "FINISHED", 3: "REUSED"}
+    assert f"early cutoff: parent 2's output is identical to {first['id']}'s" in wf["actions"][2]["reason"]
+
+    # A file added to the root's action folder (its fingerprint is in its key): the cutoff runs
+    # down the chain, through the lineage cut off just before (its twin stands in for it).
+    (folder / "NOTES").write_text("a file more")
+    wf = await system.run(body)
+    assert states(wf) == {1: "FINISHED", 2: "REUSED", 3: "REUSED"}
+    row = {a["localId"]: a for a in wf["actions"]}
+    assert row[1]["miss"]["changes"][0]["field"] == "actionFolderFingerprint"
+    assert "early cutoff: parent 1's output is identical to" in row[2]["reason"], row[2]
+    assert row[3]["outputPath"] == first["actions"][2]["outputPath"]
+
+    # The root's cacheVersion.
+    body["actions"][0]["cacheVersion"] = "fix-2"
+    wf = await system.run(body)
+    assert states(wf) == {1: "FINISHED", 2: "REUSED", 3: "REUSED"}
+
+
+async def test_a_child_whose_own_key_changed_too_is_computed(system: Api, tmp_path: Path) -> None:
+    """A workflow's cacheVersion is in every action's key: the root's output is the same,
+    but no earlier lineage of its child has the child's new definition, so it computes."""
+    folder = tmp_path / "apps" / "jobs"
+    shutil.copytree(JOBS, folder)
+    body = short_chain(folder)
+    assert set(states(await system.run(body)).values()) == {"FINISHED"}
+    body["cacheVersion"] = "2026-11"
+    assert states(await system.run(body)) == dict.fromkeys((1, 2, 3), "FINISHED")

@@ -161,7 +161,11 @@ async def test_an_input_changed_while_its_reader_runs_taints_the_output(system: 
     body["actions"][0]["additionalInput"][1]["value"] = "3"
     clean = await system.run(body)
     assert {a["localId"]: a["hash"] for a in clean["actions"]} == {a["localId"]: a["hash"] for a in wf["actions"]}
-    assert states(clean) == {1: "FINISHED", 2: "FINISHED", 3: "REUSED"}
+    # The root's clean output is byte-identical to the one made with 0 s of work: its child is
+    # cut off to that run's (docs/planning.md, "Early cutoff"), never to the tainted one.
+    assert states(clean) == {1: "FINISHED", 2: "REUSED", 3: "REUSED"}
+    assert "early cutoff" in clean["actions"][1]["reason"]
+    assert clean["actions"][1]["outputPath"] == again["actions"][1]["outputPath"] != row[2]["outputPath"]
     code, dataset = await system.request("GET", f"/api/v1/datasets/{row[1]['hash']}")
     assert dataset["inputChanged"] is None  # a clean commit replaced it
     assert states(await system.run(body)) == {1: "SKIPPED", 2: "REUSED", 3: "REUSED"}
