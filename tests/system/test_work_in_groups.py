@@ -1,8 +1,9 @@
 """Work done in groups when many actions move at once (a submission readies hundreds;
 docs/performance.md, "Work in groups"): their claims in one guarded write
-(``Mover.actions_each``) and the effects of their ends together
-(``Mover.grouped``). Each move is still guarded and made once, each end announced once
-and counted once, and the workflow ends once, after the last."""
+(``Mover.actions_each``), the effects of their ends together (``Mover.grouped``), the
+poller's claims of due polls in one write (``acts.claim_polls``). Each move and claim is
+still guarded and made once, each end announced once and counted once, and the
+workflow ends once, after the last."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from shared.bus.memory import MemoryBus
 from shared.events import EventType
 from shared.lifecycle.moves import Mover
 from shared.states import ActionState
+from shared.store import actions as acts
 from shared.store import stats
 from shared.store.client import Store, connect
 from shared.store.transitions import decode
@@ -115,3 +117,19 @@ async def test_a_wide_workflow_runs_each_action_once(system: Api) -> None:
     assert all(a["state"] == "FINISHED" and a["attempts"] == 1 for a in wf["actions"])
     async for doc in system.db.actions.find({"workflow_id": plan["id"]}):
         assert [h["state"] for h in decode(doc)["history"]].count("SUBMITTED") == 1
+
+
+async def test_two_pollers_claiming_the_same_due_polls_share_them(store: Store) -> None:
+    wf_id = await running_workflow(store, 30, state="SUBMITTED")
+    await store.actions.update_many({"workflow_id": wf_id}, {"$set": {"next_poll_at": 1.0, "poll_count": 0}})
+    due = [a async for a in store.actions.find({"workflow_id": wf_id})]
+
+    def polls() -> list[tuple[dict, float]]:
+        return [(a, 10.0) for a in due]
+
+    mine, theirs = await asyncio.gather(
+        acts.claim_polls(store, polls(), "mine"), acts.claim_polls(store, polls(), "theirs")
+    )
+    assert not mine & theirs and mine | theirs == {a["_id"] for a in due}
+    # Taken once: the same polls claimed again find them taken.
+    assert await acts.claim_polls(store, polls(), "late") == set()
