@@ -31,9 +31,6 @@ class GroupCommit(Generic[T, R]):
         self.commit = commit
         self.waiting: list[tuple[T, asyncio.Future[R]]] = []
         self.committing = asyncio.Lock()
-        # How many batches were committed, and how many items they held (for benchmarks).
-        self.batches = 0
-        self.items = 0
 
     async def __call__(self, item: T) -> R:
         mine: asyncio.Future[R] = asyncio.get_running_loop().create_future()
@@ -41,8 +38,6 @@ class GroupCommit(Generic[T, R]):
         async with self.committing:
             if not mine.done():  # else an earlier holder committed it with its batch
                 group, self.waiting = self.waiting, []
-                self.batches += 1
-                self.items += len(group)
                 try:
                     results = await self.commit([i for i, _ in group])
                 except BaseException as exc:

@@ -3,13 +3,14 @@
 ``Mover.action``/``dataset``/``workflow`` make one guarded move (``transition``) and, if
 it won, apply that move's effects from ``shared.lifecycle.effects``: events, usage
 statistics, and settling the workflow of an action that ended. ``actions_many`` is the
-bulk form. A lost race (``None`` back) has no effect, so a move repeated by a retry, a
+bulk form, ``actions_each`` the grouped one (many moves, each with its own guard, in one
+write). A lost race (``None`` back) has no effect, so a move repeated by a retry, a
 second replica or a repair sweep counts and announces once.
 
 The effects of an action's end (FINISHED) are group-committed: moves that win while
 another's effects are being applied have theirs applied together, next, with one count
 of their workflow's live actions, one statistics write per bucket and their events
-published at once (docs/performance.md, "Ends in groups"). Alone, a move's effects are
+published at once (docs/performance.md, "Work in groups"). Alone, a move's effects are
 applied at once, as before; either way ``action`` returns once they were.
 """
 
