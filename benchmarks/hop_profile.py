@@ -224,9 +224,9 @@ def main() -> None:
         after = cpu_by_kind(data)
         if args.independent:
             spread = [noop(f"spread-{tag}", i) for i in range(args.independent)]
-            busy0, cpu0 = machine_busy(), cpu_by_kind(data)
+            busy0, cpu0, spread_since = machine_busy(), cpu_by_kind(data), time.time()
             wall, _ = run_workflow(base, data, f"independent-{tag}", spread, "independent")
-            busy1, cpu1 = machine_busy(), cpu_by_kind(data)
+            busy1, cpu1, spread_until = machine_busy(), cpu_by_kind(data), time.time()
     by = {a["localId"]: a for a in wf["actions"]}
     chain = [by[i] for i in range(args.length)]
     stamps = birth_times([Path(a["outputPath"]) for a in chain])
@@ -234,7 +234,8 @@ def main() -> None:
     for a in chain:
         status = next((data / "local-jobs").glob(f"{a['id']}_*/status.json"), None)
         jobs.append(json.loads(status.read_text()) if status else {})
-    rows = [r for r in read_trace(trace) if since <= r[0] <= stamps[-1] + 0.05]
+    traced = read_trace(trace)
+    rows = [r for r in traced if since <= r[0] <= stamps[-1] + 0.05]
     hops = sorted((b - a) * 1000 for a, b in itertools.pairwise(stamps))
     n = len(chain)
     where = "five processes over RabbitMQ" if args.processes else "pingo dev"
@@ -259,6 +260,8 @@ def main() -> None:
         share = (busy1[0] - busy0[0]) / max(1e-9, busy1[1] - busy0[1])
         print(f"\n{m} independent no-op jobs: {m / wall:.1f} jobs/s; the machine's CPUs were {share:.0%} busy")
         report_cpu(cpu0, cpu1, m)
+        spread_rows = sum(spread_since <= r[0] <= spread_until for r in traced)
+        print(f"  store commands per action: {spread_rows / m:.2f}")
     if args.plot:
         first = n // 2
         title = f"{args.hops} hops of a chain of no-op jobs ({where}); hop mean {mean_hop:.1f} ms"

@@ -14,6 +14,7 @@ import hmac
 import logging
 import secrets
 import time
+import uuid
 
 from aiohttp import web
 
@@ -143,8 +144,13 @@ class CallbackService:
         ]
         due.sort(key=lambda a: a["next_poll_at"])
         due = due[:100]
+        # Claimed together, in one guarded write and one read (a queue of submitted jobs
+        # waiting for slots falls due at once; docs/performance.md, "Work in groups").
+        taken = await acts.claim_polls(
+            store, [(a, now + self.backoff(int(a.get("poll_count", 0)) + 1)) for a in due], uuid.uuid4().hex
+        )
         for a in due:
-            if not await acts.claim_poll(store, a, now + self.backoff(int(a.get("poll_count", 0)) + 1)):
+            if a["_id"] not in taken:
                 continue
             POLL_LAG.observe(max(0.0, now - a["next_poll_at"]))
             with logs.about(a.get("workflow_id"), a["_id"]):

@@ -3,8 +3,15 @@
 ``Mover.action``/``dataset``/``workflow`` make one guarded move (``transition``) and, if
 it won, apply that move's effects from ``shared.lifecycle.effects``: events, usage
 statistics, and settling the workflow of an action that ended. ``actions_many`` is the
-bulk form. A lost race (``None`` back) has no effect, so a move repeated by a retry, a
+bulk form, ``actions_each`` the grouped one (many moves, each with its own guard, in one
+write). A lost race (``None`` back) has no effect, so a move repeated by a retry, a
 second replica or a repair sweep counts and announces once.
+
+The effects of an action's end (FINISHED) are group-committed: moves that win while
+another's effects are being applied have theirs applied together, next, with one count
+of their workflow's live actions, one statistics write per bucket and their events
+published at once (docs/performance.md, "Work in groups"). Alone, a move's effects are
+applied at once, as before; either way ``action`` returns once they were.
 """
 
 from __future__ import annotations
@@ -15,11 +22,12 @@ import contextvars
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shared.bus import Bus
 from shared.events import Event, EventType, Subject, checked
+from shared.group_commit import GroupCommit
 from shared.lifecycle import reserving
 from shared.lifecycle.effects import PAYLOAD_OF, Effect, effects_of
 from shared.states import ACTION_TERMINAL, ACTION_TRANSITIONS, TABLES, ActionState, WorkflowState
@@ -27,7 +35,9 @@ from shared.store import actions as acts
 from shared.store import stats
 from shared.store import workflows as wfs
 from shared.store.client import Store
-from shared.store.transitions import transition, transition_many
+from shared.store.transitions import transition, transition_each, transition_many
+
+A = ActionState
 
 Doc = dict[str, Any]
 W = WorkflowState
@@ -46,6 +56,9 @@ def _open_batch() -> set[str] | None:
 COLLECTIONS = {"action": "actions", "dataset": "datasets", "workflow": "workflows"}
 # Events published at once by one move of many documents (each waits for its broker confirm).
 PUBLISH_CONCURRENCY = 64
+# The moves whose effects concurrent winners apply together (``Mover.grouped``): an
+# action's success, the one end every action of a busy workflow makes.
+GROUPED: frozenset[tuple[str, str]] = frozenset({("action", A.FINISHED)})
 
 
 def source_of(doc: Doc, sources: list[str] | None) -> str | None:
@@ -62,6 +75,10 @@ class Mover:
     store: Store
     bus: Bus
     producer: str  # the service named as the events' producer
+    # The group commits of the GROUPED moves' effects, by (entity, source, target).
+    _groups: dict[tuple[str, str | None, str], GroupCommit[Doc, None]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     async def action(self, action_id: str, target: ActionState, *, by: str | None = None, **kw: Any) -> Doc | None:
         return await self._move("action", action_id, target, by, kw)
@@ -83,9 +100,29 @@ class Mover:
     ) -> Doc | None:  # fmt: skip
         coll = self.store.db[COLLECTIONS[entity]]
         doc = await transition(coll, TABLES[entity], doc_id, target, by=by or self.producer, **kw)
-        if doc is not None:
-            await self.apply(entity, [doc], source_of(doc, kw.get("sources")), target, arrivals)
+        if doc is None:
+            return None
+        source = source_of(doc, kw.get("sources"))
+        if (entity, target) in GROUPED and arrivals is None and _open_batch() is None:
+            await self.grouped(entity, doc, source, target)
+        else:
+            await self.apply(entity, [doc], source, target, arrivals)
         return doc
+
+    async def grouped(self, entity: str, doc: Doc, source: str | None, target: str) -> None:
+        """Apply a won move's effects together with those of the moves that won while the
+        previous group's were being applied (``shared.group_commit``): returns once
+        ``doc``'s effects were applied."""
+        key = (entity, source, target)
+        group = self._groups.get(key)
+        if group is None:
+
+            async def apply(docs: list[Doc]) -> list[None]:
+                await self.apply(entity, docs, source, target)
+                return [None] * len(docs)
+
+            group = self._groups[key] = GroupCommit(apply)
+        await group(doc)
 
     async def actions_many(
         self, where: Doc, target: ActionState, *, sources: list[ActionState], by: str | None = None,
@@ -112,6 +149,27 @@ class Mover:
             by_source.setdefault(source_of(d, None), []).append(d)
         for source, docs in by_source.items():
             await self.apply("action", docs, source, target)
+        return moved
+
+    async def actions_each(
+        self, moves: list[tuple[str, Doc, Doc]], target: ActionState, *, source: ActionState, by: str | None = None,
+        note: str | None = None,
+    ) -> list[Doc]:  # fmt: skip
+        """Move many actions from ``source`` to ``target``, each guarded by its own ``where``
+        and recording its own ``set`` (``moves``: id, where, set), in one write; then one
+        read of them by id tells which moved (tagged with a batch token), and the moved
+        ones have their effects. The moved documents come back, in ``moves``' order."""
+        batch = uuid.uuid4().hex
+        n = await transition_each(
+            self.store.actions, ACTION_TRANSITIONS, moves, target, by=by or self.producer, source=source,
+            token=batch, note=note,
+        )  # fmt: skip
+        if not n:
+            return []
+        found = {d["_id"]: d for d in await acts.get_many(self.store, [m[0] for m in moves])}
+        moved = [d for m in moves if (d := found.get(m[0])) is not None and d.get("move_batch") == batch]
+        if moved:
+            await self.apply("action", moved, str(source), target)
         return moved
 
     async def publish(self, event_type: EventType, entity: str, doc: Doc, **extra: Any) -> None:
@@ -174,13 +232,14 @@ class Mover:
             await self.arrived("action", arrivals)
 
     async def _count(self, effect: Effect, docs: list[Doc]) -> None:
-        """One statistics write per instant and failure reason, however many documents."""
+        """One statistics write per finest bucket, failure reason and owner, however many
+        documents (every coarser bucket holds the finest one's whole)."""
         if effect.counters is None and not effect.failure:
             return
         groups: dict[tuple[float, str | None, str | None], tuple[dict[str, float], int]] = {}
         for d in docs:
             reason = d.get("reason") if effect.failure else None
-            key = (float(d.get(effect.at) or time.time()), reason, d.get("owner"))
+            key = (stats.bucket_of(float(d.get(effect.at) or time.time())), reason, d.get("owner"))
             sums, n = groups.get(key, ({}, 0))
             for k, v in (effect.counters(d) if effect.counters else {}).items():
                 sums[k] = sums.get(k, 0) + v

@@ -40,6 +40,11 @@ log = logging.getLogger(__name__)
 A = ActionState
 
 
+# What a READY event names to claim: the action, the attempt it was readied for, its
+# output path, and what its start reserves (None: the claim reads the action to know).
+ReadyEvent = tuple[str, int, str, int | None]
+
+
 class Ending(Protocol):
     """How a start that cannot go on ends its action (``shared.lifecycle.ending``)."""
 
@@ -104,6 +109,40 @@ class Starter:
         if res is None:
             await reserving.undo(self.store, room)
         return res
+
+    async def claim_attempts(self, events: list[ReadyEvent]) -> list[ActionDoc | None]:
+        """``claim_attempt`` for many READY events at once (a submission readies hundreds):
+        the attempts of those whose start reserves a known amount are claimed in one
+        guarded write (``Mover.actions_each``) and one read, each guarded as
+        ``claim_attempt``'s write is; the others one by one. One result per event, in order."""
+        if len(events) == 1:
+            return [await self.claim_attempt(*events[0])]
+        out: list[ActionDoc | None] = [None] * len(events)
+        now = time.time()
+        moves, rooms = [], {}
+        first: dict[str, int] = {}  # an action named twice is claimed once, for its first event
+        for i, (action_id, attempt, output_path, reserve_bytes) in enumerate(events):
+            if first.setdefault(action_id, i) != i:
+                continue
+            if reserve_bytes is None:
+                out[i] = await self.claim_attempt(action_id, attempt, output_path, None)
+                continue
+            room = await self.reserve(ActionDoc(_id=action_id, managed=True, reserve_bytes=reserve_bytes))
+            if room is None:
+                continue
+            rooms[action_id] = room
+            fields = self.attempt_fields(action_id, output_path, attempt + 1, now)
+            moves.append((
+                action_id, {"attempt": attempt, "kill_requested": {"$ne": True}},
+                {"lease_owner": self.owner, "lease_at": now, **fields, **room},
+            ))  # fmt: skip
+        moved = {d["_id"]: d for d in await self.mover.actions_each(moves, A.SUBMITTED, source=A.READY, by=self.owner)}
+        for action_id, room in rooms.items():
+            if action_id not in moved:  # an event about an earlier READY, or taken by another manager
+                await reserving.undo(self.store, room)
+        for action_id, doc in moved.items():
+            out[first[action_id]] = doc
+        return out
 
     async def cut_off(self, action_id: str) -> bool:
         """READY -> REUSED instead of a start when a parent's output is byte-identical to an

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any, TypedDict
 
-from pymongo import ReturnDocument
+from pymongo import ReturnDocument, UpdateOne
 
 from shared.states import ACTION_LIVE, ACTION_TERMINAL, ActionState, WorkflowState
 from shared.store import workflows
@@ -230,6 +230,28 @@ async def claim_poll(store: Store, action: ActionDoc, next_poll_at: float) -> bo
         projection={"_id": 1},
     )
     return claimed is not None
+
+
+async def claim_polls(store: Store, due: list[tuple[ActionDoc, float]], token: str) -> set[str]:
+    """``claim_poll`` for many actions (``due``: each with its next poll time) in one write,
+    each guarded as ``claim_poll``'s is and tagged with ``token``, then one read by ``_id``:
+    the ids of those this caller took."""
+    if len(due) <= 1:  # one write, no read
+        return {a["_id"] for a, at in due if await claim_poll(store, a, at)}
+    ops = [
+        UpdateOne(
+            {"_id": a["_id"], "state": a["state"], "next_poll_at": a["next_poll_at"]},
+            {"$set": {"next_poll_at": at, "poll_token": token}, "$inc": {"poll_count": 1}},
+        )
+        for a, at in due
+    ]
+    if not (await store.actions.bulk_write(ops, ordered=False)).modified_count:
+        return set()
+    return {
+        a["_id"]
+        for a in await get_many(store, [a["_id"] for a, _ in due], {"poll_token": 1})
+        if a.get("poll_token") == token
+    }
 
 
 async def take_finish_lease(store: Store, action: ActionDoc, token: str, now: float, lease: float) -> ActionDoc | None:

@@ -33,6 +33,12 @@ def bucket_start(at: float, width: int) -> float:
     return float(math.floor(at / width) * width)
 
 
+def bucket_of(at: float) -> float:
+    """The start of the finest bucket holding ``at``: every coarser one holds that bucket
+    whole, so what is counted at any instant of it may be counted at its start."""
+    return bucket_start(at, min(RESOLUTIONS.values()))
+
+
 def collection(store: Store):
     return store.db["history_buckets"]
 

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from pymongo import ReturnDocument
+from pymongo import ReturnDocument, UpdateOne
 from pymongo.asynchronous.collection import AsyncCollection
 
 from shared import logs
@@ -111,6 +111,46 @@ async def transition_many(
         moved += res.modified_count
         if res.modified_count:
             TRANSITIONS.labels(coll.name, str(s), str(target)).inc(res.modified_count)
+    return moved
+
+
+async def transition_each(
+    coll: AsyncCollection,
+    table: dict,
+    moves: list[tuple[Any, dict[str, Any], dict[str, Any]]],
+    target: str,
+    *,
+    by: str,
+    source: str,
+    token: str,
+    note: str | None = None,
+) -> int:
+    """Many ``transition``s from one ``source`` state, each with its own guard and fields
+    (``moves``: ``_id``, ``where``, ``set``), in one write: every document's move is atomic
+    and guarded as ``transition``'s is. Each moved document is tagged with ``token``
+    (``move_batch``), by which the caller learns which moved; the count comes back."""
+    if not moves:
+        return 0
+    check(table, source, target)
+    now = time.time()
+    entry: dict[str, Any] = {"state": str(target), "at": now, "by": by}
+    if note:
+        entry["note"] = note
+    ops = [
+        UpdateOne(
+            # The state as ``transition`` names it: nx-27017 answers a ``$ne`` on a field a
+            # document lacks (``kill_requested``) only beside an ``$in``, not an equality.
+            {"_id": doc_id, "state": {"$in": [str(source)]}, **where},
+            {
+                "$set": {"state": str(target), "updated_at": now, **fields, "move_batch": token},
+                "$push": {"history": entry},
+            },
+        )
+        for doc_id, where, fields in moves
+    ]
+    moved = (await coll.bulk_write(ops, ordered=False)).modified_count
+    if moved:
+        TRANSITIONS.labels(coll.name, str(source), str(target)).inc(moved)
     return moved
 
 
