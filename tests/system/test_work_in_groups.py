@@ -75,9 +75,9 @@ async def test_ends_at_once_are_each_announced_and_counted_once_and_the_workflow
     wf = await store.workflows.find_one({"_id": wf_id})
     assert wf["state"] == "SUCCEEDED" and wf["open_actions"] == 0
     for resolution in stats.RESOLUTIONS:
-        (bucket,) = [b for b in await stats.query(store, resolution, now - 1, now + 1) if b["actions_computed"]]
-        assert bucket["actions_computed"] == N and bucket["compute_seconds"] == 2.0 * N
-    assert (await stats.per_user(store, "1d", now - 1, now + 1))["ada"]["actions_computed"] == N
+        (bucket,) = [b for b in await stats.query(store, resolution, now - 1, now + 1) if b.actions_computed]
+        assert bucket.actions_computed == N and bucket.compute_seconds == 2.0 * N
+    assert (await stats.per_user(store, "1d", now - 1, now + 1))["ada"].actions_computed == N
 
 
 async def test_an_end_alone_has_its_effects_applied_before_its_move_returns(store: Store) -> None:
