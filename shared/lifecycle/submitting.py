@@ -28,6 +28,7 @@ from shared.errors import PingoError
 from shared.hashing import workflow_hashes
 from shared.lifecycle import reserving
 from shared.lifecycle.claims import Claim, meaning, whole
+from shared.lifecycle.heartbeat import Heartbeat
 from shared.lifecycle.misses import Miss, explain
 from shared.lifecycle.moves import Mover, outcome
 from shared.metrics import REUSE_HITS, SAVED_SECONDS
@@ -41,7 +42,6 @@ from shared.store import datasets as ds
 from shared.store import workflows as wfs
 from shared.store.actions import ActionDoc
 from shared.store.transitions import history_entry
-from shared.ticker import cancel_all
 from shared.workflow_spec import ActionId, WorkflowSpec, id_order, masked_body
 
 log = logging.getLogger(__name__)
@@ -172,34 +172,16 @@ class PlanningLost(PingoError):
     """The planning sweep judged this planner dead and undid its workflow: nothing was kept."""
 
 
-class PlanningLease:
+class PlanningLease(Heartbeat):
     """A planner's heartbeat on its PLANNING workflow: the sweep undoes a workflow only
     once its lease has not been renewed for ``stale_after`` seconds (its planner died)."""
 
     def __init__(self, store: Store, stale_after: float, wf_id: str, token: str) -> None:
         self.store, self.wf_id, self.token = store, wf_id, token
-        self.every = max(0.2, stale_after / 4)
-        self.task: asyncio.Task | None = None
+        super().__init__(self.renew, max(0.2, stale_after / 4), f"the planning of {wf_id}")
 
     async def renew(self) -> bool:
         return await wfs.renew_planning_lease(self.store, self.wf_id, self.token, time.time())
-
-    async def _beat(self) -> None:
-        while True:
-            await asyncio.sleep(self.every)
-            try:
-                if not await self.renew():
-                    return
-            except Exception:
-                log.warning("could not renew the planning lease of %s; retrying", self.wf_id, exc_info=True)
-
-    async def __aenter__(self) -> PlanningLease:
-        self.task = asyncio.create_task(self._beat())
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        if self.task is not None:
-            await cancel_all([self.task])
 
 
 async def prepare_datasets(
