@@ -426,7 +426,10 @@ class Submitter:
         store = self.store
         now = time.time()
         token = uuid.uuid4().hex
-        hashes = workflow_hashes(spec, prints)
+        # The CPU-heavy pure steps run in a worker thread: the event loop keeps answering
+        # other requests meanwhile (the interpreter hands it the GIL every few ms), while a
+        # big workflow is planned (docs/performance.md, "A big workflow").
+        hashes = await asyncio.to_thread(workflow_hashes, spec, prints)
         definition = {
             "_id": wf_id,
             "body": masked_body(body),  # as submitted, but no secret value is kept here (docs/planning.md)
@@ -443,7 +446,10 @@ class Submitter:
             try:
                 known = await ds.get_many(store, list(hashes.values()))
                 gate = StoreGate(store, self.storage, self.mover, self.settings.verify_reuse, wf_id, known)
-                planned = await plan(spec, hashes, gate, prints, concurrency=PLANNING_CONCURRENCY)
+                # Claims asked at once only when there is something stored to claim: with nothing
+                # known, no decision waits on the store, and one by one costs no task per action.
+                concurrency = PLANNING_CONCURRENCY if known else 1
+                planned = await plan(spec, hashes, gate, prints, concurrency=concurrency)
                 output_of = {
                     aid: paths.get(aid, {}).get("output_path") or posixpath.join(self.storage.root, p.hash)
                     for aid, p in planned.items()
@@ -454,7 +460,9 @@ class Submitter:
                     explained(store, spec.name, owner, planned, hashes, now, wf_id),
                     prepare_datasets(gate, planned, output_of),
                 )
-                docs = action_documents(wf_id, spec, planned, paths, output_of, now, gate.known, owner)
+                docs = await asyncio.to_thread(
+                    action_documents, wf_id, spec, planned, paths, output_of, now, gate.known, owner
+                )
                 await reserving.planned(store, docs, gate.known)  # what each start reserves
                 for d in docs:
                     if d["decision"] == "compute" and d["local_id"] in misses:

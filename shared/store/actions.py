@@ -18,7 +18,7 @@ from pymongo import ReturnDocument
 
 from shared.states import ACTION_LIVE, ACTION_TERMINAL, ActionState, WorkflowState
 from shared.store import workflows
-from shared.store.client import Store
+from shared.store.client import INSERT_CHUNK, Store
 from shared.store.records import ActionRecord
 from shared.store.transitions import decode
 from shared.workflow_spec import ActionId, id_order
@@ -121,7 +121,8 @@ class ActionDoc(TypedDict, total=False):
 
 
 async def insert_many(store: Store, docs: list[ActionDoc]) -> None:
-    await store.actions.insert_many(docs)
+    for i in range(0, len(docs), INSERT_CHUNK):
+        await store.actions.insert_many(docs[i : i + INSERT_CHUNK])
 
 
 async def delete_workflow(store: Store, workflow_id: str) -> None:

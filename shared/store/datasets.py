@@ -23,7 +23,7 @@ from shared.states import (
     DATASET_TRANSITIONS,
     DatasetState,
 )
-from shared.store.client import Store
+from shared.store.client import INSERT_CHUNK, Store
 from shared.store.paging import page_after
 from shared.store.records import DatasetRecord
 from shared.store.transitions import decode, history_entry, transition, transition_many
@@ -332,16 +332,17 @@ def new_document(
 async def create_many(store: Store, docs: list[dict[str, Any]]) -> set[str]:
     """Insert new dataset documents in one batch; the hashes that existed already (a
     concurrent planner created them) come back, for the caller to prepare one by one."""
-    if not docs:
-        return set()
-    try:
-        await store.datasets.insert_many(docs, ordered=False)
-    except BulkWriteError as exc:
-        dup = {e["op"]["_id"] for e in exc.details.get("writeErrors", []) if e.get("code") == 11000}
-        if len(dup) != len(exc.details.get("writeErrors", [])):
-            raise
-        return dup
-    return set()
+    existed: set[str] = set()
+    # In several short commands (``INSERT_CHUNK``): others are answered between.
+    for i in range(0, len(docs), INSERT_CHUNK):
+        try:
+            await store.datasets.insert_many(docs[i : i + INSERT_CHUNK], ordered=False)
+        except BulkWriteError as exc:
+            dup = {e["op"]["_id"] for e in exc.details.get("writeErrors", []) if e.get("code") == 11000}
+            if len(dup) != len(exc.details.get("writeErrors", [])):
+                raise
+            existed |= dup
+    return existed
 
 
 async def prepare_compute(
