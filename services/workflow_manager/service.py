@@ -76,6 +76,12 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
 
 
+def plan_view(wf: dict[str, Any], docs: list[dict[str, Any]]) -> Plan:
+    """The 201 of a submission: what each action of the plan will do, in id order."""
+    docs = sorted(docs, key=lambda d: id_order(d["local_id"]))
+    return Plan(id=wf["_id"], state=wf["state"], actions=[planned_action(ActionRecord.of(d)) for d in docs])
+
+
 class WorkflowManager:
     name = BY
 
@@ -145,7 +151,7 @@ class WorkflowManager:
             return error(400, f"malformed JSON: nested deeper than {MAX_DEPTH} levels", type=MALFORMED_BODY,
                          violations=[deep.model_dump(exclude_none=True)])  # fmt: skip
         parsed: list = []
-        spec, violations = parse_workflow(body, parsed)
+        spec, violations = await asyncio.to_thread(parse_workflow, body, parsed)  # CPU work: see plan_view
         spec, files = await expand_files(spec, parsed, self.settings, self.ctx.storage)  # forEach.files
         violations = [*violations, *files, *refused_webhooks(body, self.settings)]
         owner = auth.identity(request).name
@@ -192,10 +198,10 @@ class WorkflowManager:
         await seen_inputs.remember(self.ctx.store, prints_of)
         if wf.get("kill_requested") and wf["state"] == W.RUNNING:
             self.apply_kill(wf["_id"])  # killed while it was being planned
-        docs.sort(key=lambda d: id_order(d["local_id"]))
-        plan = Plan(id=wf["_id"], state=wf["state"], actions=[planned_action(ActionRecord.of(d)) for d in docs])
+        # A big plan's view is CPU work: in a worker thread, other requests are answered meanwhile.
+        plan = await asyncio.to_thread(plan_view, wf, docs)
         plan = await sharing.for_caller(self.ctx.store, plan, auth.identity(request))
-        response = answer(plan, 201, headers={"Location": f"/api/v1/workflows/{wf['_id']}"})
+        response = await asyncio.to_thread(answer, plan, 201, {"Location": f"/api/v1/workflows/{wf['_id']}"})
         if held is not None:
             await idempotency.remember(self.ctx, held, response)
         return response
