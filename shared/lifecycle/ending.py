@@ -31,7 +31,7 @@ from shared.lifecycle.following import Following
 from shared.lifecycle.heartbeat import Heartbeat
 from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import Replanner, Replans
-from shared.states import ACTION_KILLED_IN_BULK, ACTION_LIVE, DATASET_BEING_DELETED, ActionState
+from shared.states import ACTION_IN_FLIGHT, ACTION_KILLED_IN_BULK, ACTION_LIVE, DATASET_BEING_DELETED, ActionState
 from shared.storage import Storage
 from shared.storage.base import StorageRefused
 from shared.store import Store
@@ -417,14 +417,15 @@ class Outcomes:
         works (a sweep does not apply it a second time meanwhile), and renews it.
 
         What other workflows follow is handed over first (``hand_over``). Then the actions
-        with no job end KILLED, flagged, in one write per state: each action is written
-        once (docs/performance.md, "A big workflow"). Then every action still live is
-        flagged, in one write: a flagged action is never submitted (the submitter's guard),
-        and the job of one submitted meanwhile is stopped by its submitter. Running jobs
-        are asked to stop at once and the poller (due at once) ends them KILLED. Those that
-        slipped into a state with no job between the first writes and the flag end KILLED
-        too. What the killed actions held is released before their moves are announced,
-        then ``kill_applied`` (what the repair keys on) is set last."""
+        with a job (few) are flagged and their jobs asked to stop at once; the poller (due
+        at once) ends them KILLED. Then the actions with no job end KILLED, flagged, in one
+        write per state: each action is written once (docs/performance.md, "A big
+        workflow"). Then every action still live is flagged, in one write: a flagged action
+        is never submitted (the submitter's guard), and the job of one submitted meanwhile
+        is stopped by its submitter. Jobs started since the first stop are asked to stop,
+        and the actions that slipped into a state with no job meanwhile end KILLED too. What
+        the killed actions held is released before their moves are announced, then
+        ``kill_applied`` (what the repair keys on) is set last."""
         store, now, token = self.store, time.time(), uuid.uuid4().hex
         first = await wfs.take_kill_lease(store, workflow_id, token, now, now - self.finish_lease)
         if first is None:
@@ -437,11 +438,15 @@ class Outcomes:
             async with Heartbeat(renew, max(0.2, self.finish_lease / 4), f"the kill of {workflow_id}"):
                 async with self.mover.batch():
                     await self.hand_over(workflow_id)
+                    # The actions with a job (few) are flagged and their jobs stopped first, at once.
+                    for s in ACTION_IN_FLIGHT:
+                        await acts.flag_kill(store, workflow_id, now, state=s)
+                    stopped = await self.stop_jobs(workflow_id)
                     # A kill applied again (its first applier died) releases what every KILLED
                     # action held, not only what it moves itself.
                     moved = await self.kill_unstarted(workflow_id, now, every_killed=not first)
                     await acts.flag_kill(store, workflow_id, now)
-                    await self.stop_jobs(workflow_id)
+                    await self.stop_jobs(workflow_id, stopped)
                     moved += await self.kill_unstarted(workflow_id, now)
                     for d in moved:
                         if d.get("followers"):  # a follower not listed yet is resolved by the repair sweep
@@ -522,7 +527,9 @@ class Outcomes:
             return
         await self.executor.kill(job_id)
 
-    async def stop_jobs(self, workflow_id: str) -> None:
+    async def stop_jobs(self, workflow_id: str, stopped: frozenset[str] = frozenset()) -> frozenset[str]:
+        """Ask the executor to stop every job of the workflow (but those ``stopped`` already);
+        the jobs asked come back."""
         limit = asyncio.Semaphore(KILL_CONCURRENCY)
 
         async def stop(job_id: str) -> None:
@@ -538,6 +545,9 @@ class Outcomes:
             for a in await acts.in_state(
                 self.store, s, workflow_id=workflow_id, fields={"job_id": 1, "job_handed_to": 1}
             )
-            if a.get("job_id") and not a.get("job_handed_to")  # an adopted job runs on for its successor
+            if a.get("job_id")
+            and not a.get("job_handed_to")  # an adopted job runs on for its successor
+            and a["job_id"] not in stopped
         ]
         await asyncio.gather(*(stop(j) for j in jobs))
+        return stopped | frozenset(jobs)
