@@ -27,6 +27,9 @@ from shared.hashing import lineage_of
 from shared.workflow_spec import ActionId, ActionSpec, WorkflowSpec, id_order
 
 Decision = Literal["compute", "reuse"]
+# Decisions made one by one between two turns of the event loop: a big workflow's plan
+# leaves the gateway answering meanwhile.
+YIELD_EVERY = 200
 
 
 class DatasetGate(Protocol):
@@ -108,8 +111,10 @@ async def plan(
 
     order = list(reversed(list(nx.topological_sort(g))))  # children first
     if concurrency <= 1:
-        for aid in order:
+        for i, aid in enumerate(order):
             await decide(aid)
+            if i % YIELD_EVERY == YIELD_EVERY - 1:
+                await asyncio.sleep(0)  # a decision that asks no store does not yield: others' turn
         return out
     # What each decision reads of the others: its children's, and (``computing``) those
     # of the earlier actions of its hash.

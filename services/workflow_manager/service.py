@@ -56,7 +56,7 @@ from shared.store import datasets as ds
 from shared.store import stats
 from shared.store import workflows as wfs
 from shared.store.idempotency import Held
-from shared.store.records import Totals, WorkflowRecord
+from shared.store.records import ActionRecord, Totals, WorkflowRecord
 from shared.ticker import Ticker, cancel_all, forever
 from shared.workflow_spec import MAX_DEPTH, too_deep
 
@@ -72,6 +72,11 @@ TIE = "\x1f"  # between the parts of a timeline row's place in a cursor
 
 def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
+
+
+def plan_view(wf: WorkflowRecord, actions: list[ActionRecord]) -> Plan:
+    """The 201 of a submission: what each action of the plan (in id order) will do."""
+    return Plan(id=wf.id, state=wf.state, actions=[planned_action(a) for a in actions])
 
 
 class WorkflowManager:
@@ -180,10 +185,11 @@ class WorkflowManager:
         wf = submitted.workflow
         if wf.kill_requested and wf.state == W.RUNNING:
             self.apply_kill(wf.id)  # killed while it was being planned
-        plan = Plan(id=wf.id, state=wf.state, actions=[planned_action(a) for a in submitted.actions])
+        # A big plan's view is CPU work: in a worker thread, other requests are answered meanwhile.
+        plan = await asyncio.to_thread(plan_view, wf, submitted.actions)
         if not who.admin:  # an admin (anyone while users are off) is shown everything
             plan = await sharing.for_caller(self.ctx.store, plan, who)
-        response = answer(plan, 201, headers={"Location": f"/api/v1/workflows/{wf.id}"})
+        response = await asyncio.to_thread(answer, plan, 201, {"Location": f"/api/v1/workflows/{wf.id}"})
         if held is not None:
             await idempotency.remember(self.ctx, held, response)
         return response

@@ -5,6 +5,7 @@ A workflow rejected here writes nothing at all.
 
 from __future__ import annotations
 
+import asyncio
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +37,8 @@ async def check(body: Any, settings: Settings, storage: Storage, executor: Execu
     violation is listed. A step the workflow does not ask for (a file fan-out, webhooks,
     external inputs) is not taken."""
     parsed: list[tuple[int, ActionSpec]] = []
-    spec, violations = parse_workflow(body, parsed)
+    # Parsing a big workflow is CPU work: in a worker thread, other requests are answered meanwhile.
+    spec, violations = await asyncio.to_thread(parse_workflow, body, parsed)
     if any(a.forEachFiles is not None for _, a in parsed):
         spec, files = await expand_files(spec, parsed, settings, storage)
         violations = [*violations, *files]

@@ -28,9 +28,10 @@ from shared.executors.base import Executor, JobState, JobStatus
 from shared.inputs import changed_since
 from shared.lifecycle import attempts, cutoff, reserving
 from shared.lifecycle.following import Following
+from shared.lifecycle.heartbeat import Heartbeat
 from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import Replanner, Replans
-from shared.states import ACTION_KILLED_IN_BULK, ACTION_LIVE, DATASET_BEING_DELETED, ActionState
+from shared.states import ACTION_IN_FLIGHT, ACTION_KILLED_IN_BULK, ACTION_LIVE, DATASET_BEING_DELETED, ActionState
 from shared.storage import Storage
 from shared.storage.base import StorageRefused
 from shared.store import Store
@@ -422,39 +423,69 @@ class Outcomes:
     async def kill_workflow(self, workflow_id: str) -> None:
         """Apply a workflow's kill request, in bulk and idempotently: the gateway runs it
         after answering, the repair sweep again (until ``kill_applied``) if the gateway
-        died before it finished.
+        died before it finished. One applier at a time: it holds the kill's lease while it
+        works (a sweep does not apply it a second time meanwhile), and renews it.
 
-        What other workflows follow is handed over first (``hand_over``). Then every
-        action of the workflow is flagged, in one write: a flagged action is
-        never submitted (the submitter's guard), and the job of one submitted meanwhile
-        is stopped by its submitter. Running jobs are asked to stop at once and the
-        poller (due at once) ends them KILLED. The actions with no job end KILLED in one
-        write per state; then what they held is released, then ``kill_applied`` (what
-        the repair keys on) is set last."""
-        store, now = self.store, time.time()
-        async with self.mover.batch():
-            await self.hand_over(workflow_id)
-            await acts.flag_kill(store, workflow_id, now)
-            await self.stop_jobs(workflow_id)
+        What other workflows follow is handed over first (``hand_over``). Then the actions
+        with a job (few) are flagged and their jobs asked to stop at once; the poller (due
+        at once) ends them KILLED. Then the actions with no job end KILLED, flagged, in one
+        write per state: each action is written once (docs/performance.md, "A big
+        workflow"). Then every action still live is flagged, in one write: a flagged action
+        is never submitted (the submitter's guard), and the job of one submitted meanwhile
+        is stopped by its submitter. Jobs started since the first stop are asked to stop,
+        and the actions that slipped into a state with no job meanwhile end KILLED too. What
+        the killed actions held is released before their moves are announced, then
+        ``kill_applied`` (what the repair keys on) is set last."""
+        store, now, token = self.store, time.time(), uuid.uuid4().hex
+        first = await wfs.take_kill_lease(store, workflow_id, token, now, now - self.finish_lease)
+        if first is None:
+            return  # another applier holds it now
 
-            async def release_killed(_: list[ActionDoc]) -> None:
-                # Every KILLED action of the workflow, not only those just moved: a kill
-                # applied again after a crash releases what the first attempt did not.
+        async def renew() -> bool:
+            return await wfs.renew_kill_lease(store, workflow_id, token, time.time())
+
+        try:
+            async with Heartbeat(renew, max(0.2, self.finish_lease / 4), f"the kill of {workflow_id}"):
+                async with self.mover.batch():
+                    await self.hand_over(workflow_id)
+                    # The actions with a job (few) are flagged and their jobs stopped first, at once.
+                    for s in ACTION_IN_FLIGHT:
+                        await acts.flag_kill(store, workflow_id, now, state=s)
+                    stopped = await self.stop_jobs(workflow_id)
+                    # A kill applied again (its first applier died) releases what every KILLED
+                    # action held, not only what it moves itself.
+                    moved = await self.kill_unstarted(workflow_id, now, every_killed=not first)
+                    await acts.flag_kill(store, workflow_id, now)
+                    await self.stop_jobs(workflow_id, stopped)
+                    moved += await self.kill_unstarted(workflow_id, now)
+                    for d in moved:
+                        if d.get("followers"):  # a follower not listed yet is resolved by the repair sweep
+                            await self.following.resolve(d)
+                    await wfs.kill_applied(store, workflow_id)
+                    await self.mover.settle(workflow_id)
+        finally:
+            await wfs.drop_kill_lease(store, workflow_id, token)
+
+    async def kill_unstarted(self, workflow_id: str, now: float, every_killed: bool = False) -> list[ActionDoc]:
+        """End KILLED, flagged, every action of the workflow with no job (one write per
+        state); what they held is released before the moves' effects. ``every_killed``:
+        release what every KILLED action of the workflow held (a kill applied again)."""
+        store = self.store
+
+        async def release_killed(moved: list[ActionDoc]) -> None:
+            killed = moved
+            if every_killed:
                 killed = await acts.in_state(
                     store, A.KILLED, workflow_id=workflow_id, fields={"claims": 1, "managed": 1, "hash": 1}
                 )
-                held, produced = ds.held_by(killed)
-                await ds.release(store, held, produced, self.by, "killed")
+            held, produced = ds.held_by(killed)
+            await ds.release(store, held, produced, self.by, "killed")
 
-            moved = await self.mover.actions_many(
-                {"workflow_id": workflow_id}, A.KILLED, by=self.by, sources=list(ACTION_KILLED_IN_BULK), note="killed",
-                set={"finished_at": now, "reason": "killed", "error": "killed"}, before_effects=release_killed,
-            )  # fmt: skip
-            for d in moved:
-                if d.get("followers"):  # a follower not listed yet is resolved by the repair sweep
-                    await self.following.resolve(d)
-            await wfs.kill_applied(store, workflow_id)
-            await self.mover.settle(workflow_id)
+        return await self.mover.actions_many(
+            {"workflow_id": workflow_id}, A.KILLED, by=self.by, sources=list(ACTION_KILLED_IN_BULK), note="killed",
+            set={"finished_at": now, "reason": "killed", "error": "killed", "kill_requested": True},
+            before_effects=release_killed,
+        )  # fmt: skip
 
     async def hand_over(self, workflow_id: str) -> None:
         """Kill means "this workflow no longer needs it": each computation of the workflow
@@ -463,12 +494,13 @@ class Outcomes:
         never starts here) is computed by the successor. Children are handed over before
         their parents, so a successor re-planning its inputs follows this workflow's
         running parents, whose jobs are then adopted too."""
-        docs = await acts.of_workflow(self.store, workflow_id, {"parents": 1, "state": 1, "followers": 1})
+        docs = await acts.of_workflow(self.store, workflow_id, {"state": 1, "followers": 1})
         # Only actions others follow, and the parents of those handed over (a successor's
         # re-planning may follow them), are read again: a large workflow's kill stays cheap.
         wanted = {d["_id"] for d in docs if d.get("followers") and d["state"] in ACTION_LIVE}
         if not wanted:
             return
+        docs = await acts.of_workflow(self.store, workflow_id, {"parents": 1})
         graph = nx.DiGraph()
         graph.add_nodes_from(d["_id"] for d in docs)
         graph.add_edges_from((p, d["_id"]) for d in docs for p in d.get("parents", []))
@@ -505,7 +537,9 @@ class Outcomes:
             return
         await self.executor.kill(job_id)
 
-    async def stop_jobs(self, workflow_id: str) -> None:
+    async def stop_jobs(self, workflow_id: str, stopped: frozenset[str] = frozenset()) -> frozenset[str]:
+        """Ask the executor to stop every job of the workflow (but those ``stopped`` already);
+        the jobs asked come back."""
         limit = asyncio.Semaphore(KILL_CONCURRENCY)
 
         async def stop(job_id: str) -> None:
@@ -521,6 +555,9 @@ class Outcomes:
             for a in await acts.in_state(
                 self.store, s, workflow_id=workflow_id, fields={"job_id": 1, "job_handed_to": 1}
             )
-            if a.get("job_id") and not a.get("job_handed_to")  # an adopted job runs on for its successor
+            if a.get("job_id")
+            and not a.get("job_handed_to")  # an adopted job runs on for its successor
+            and a["job_id"] not in stopped
         ]
         await asyncio.gather(*(stop(j) for j in jobs))
+        return stopped | frozenset(jobs)

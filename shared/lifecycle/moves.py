@@ -59,6 +59,10 @@ PUBLISH_CONCURRENCY = 64
 # The moves whose effects concurrent winners apply together (``Mover.grouped``): an
 # action's success, the one end every action of a busy workflow makes.
 GROUPED: frozenset[tuple[str, str]] = frozenset({("action", A.FINISHED)})
+# What a bulk move reads back of the moved actions leaves out: read by no effect (payloads,
+# counters, settling, releasing, following), and most of a big workflow's bytes.
+LEFT_OUT = ("definition", "history", "parents", "parent_local_ids", "children", "pending_parents", "input_paths",
+            "secret", "miss")  # fmt: skip
 
 
 def source_of(doc: Doc, sources: list[str] | None) -> str | None:
@@ -130,23 +134,26 @@ class Mover:
         before_effects: Callable[[list[Doc]], Awaitable[None]] | None = None,
     ) -> list[Doc]:  # fmt: skip
         """Move every action matching ``where`` in one of ``sources`` to ``target``, one
-        write per source state, then apply the effects to the moved ones (tagged with a
-        batch token to read them back); ``before_effects`` runs in between, so what the
-        moved actions held is released before anyone hears of the move. The moved
-        documents come back."""
+        write per source state, then apply the effects to the moved ones (each write's
+        tagged with its own batch token, to read them back by equality and know the state
+        they left); ``before_effects`` runs in between, so what the moved actions held is
+        released before anyone hears of the move. The moved documents come back, without
+        what no effect reads (``LEFT_OUT``: a big workflow's are read back fast)."""
         batch = uuid.uuid4().hex
-        n = 0
+        by_source: dict[str, list[Doc]] = {}
         for s in sources:
-            n += await transition_many(
+            token = f"{batch}.{s}"
+            n = await transition_many(
                 self.store.actions, ACTION_TRANSITIONS, where, target, by=by or self.producer, sources=[s],
-                set={**(set or {}), "move_batch": batch}, note=note,
+                set={**(set or {}), "move_batch": token}, note=note,
             )  # fmt: skip
-        moved = await acts.in_state(self.store, target, {**where, "move_batch": batch}) if n else []
+            if n:
+                by_source[str(s)] = await acts.in_state(
+                    self.store, target, {**where, "move_batch": token}, dict.fromkeys(LEFT_OUT, 0)
+                )
+        moved = [d for docs in by_source.values() for d in docs]
         if before_effects is not None:
             await before_effects(moved)
-        by_source: dict[str | None, list[Doc]] = {}
-        for d in moved:
-            by_source.setdefault(source_of(d, None), []).append(d)
         for source, docs in by_source.items():
             await self.apply("action", docs, source, target)
         return moved

@@ -29,6 +29,7 @@ from shared.hashing import workflow_hashes
 from shared.lifecycle import reserving
 from shared.lifecycle.claims import Claim, meaning, whole
 from shared.lifecycle.cutoff_candidates import may_stand_in, stand_in, stand_ins
+from shared.lifecycle.heartbeat import Heartbeat
 from shared.lifecycle.misses import Miss, explain
 from shared.lifecycle.moves import Mover, outcome
 from shared.metrics import REUSE_HITS, SAVED_SECONDS
@@ -44,7 +45,6 @@ from shared.store import workflows as wfs
 from shared.store.actions import ActionDoc
 from shared.store.records import ActionRecord, WorkflowRecord
 from shared.store.transitions import history_entry
-from shared.ticker import cancel_all
 from shared.workflow_spec import ActionId, WorkflowSpec, id_order, masked_body
 
 log = logging.getLogger(__name__)
@@ -196,34 +196,16 @@ class PlanningLost(PingoError):
     """The planning sweep judged this planner dead and undid its workflow: nothing was kept."""
 
 
-class PlanningLease:
+class PlanningLease(Heartbeat):
     """A planner's heartbeat on its PLANNING workflow: the sweep undoes a workflow only
     once its lease has not been renewed for ``stale_after`` seconds (its planner died)."""
 
     def __init__(self, store: Store, stale_after: float, wf_id: str, token: str) -> None:
         self.store, self.wf_id, self.token = store, wf_id, token
-        self.every = max(0.2, stale_after / 4)
-        self.task: asyncio.Task | None = None
+        super().__init__(self.renew, max(0.2, stale_after / 4), f"the planning of {wf_id}")
 
     async def renew(self) -> bool:
         return await wfs.renew_planning_lease(self.store, self.wf_id, self.token, time.time())
-
-    async def _beat(self) -> None:
-        while True:
-            await asyncio.sleep(self.every)
-            try:
-                if not await self.renew():
-                    return
-            except Exception:
-                log.warning("could not renew the planning lease of %s; retrying", self.wf_id, exc_info=True)
-
-    async def __aenter__(self) -> PlanningLease:
-        self.task = asyncio.create_task(self._beat())
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        if self.task is not None:
-            await cancel_all([self.task])
 
 
 async def prepare_datasets(
@@ -443,6 +425,12 @@ def new_workflow_id() -> str:
 
 
 @dataclass
+def decoded(written: dict[str, Any]) -> Submitted:
+    """The workflow and its actions, in id order, as the records the gateway answers with."""
+    docs = sorted(written["actions"], key=lambda d: id_order(d["local_id"]))
+    return Submitted(WorkflowRecord.of(written["workflow"]), [ActionRecord.of(d) for d in docs])
+
+
 class Submitter:
     """Plans and writes validated workflows, and undoes a planning that did not finish."""
 
@@ -465,8 +453,8 @@ class Submitter:
             prints_of = {i["path"]: {k: v for k, v in i.items() if k != "path"} for a in spec.actions for i in a.inputs}
             if prints_of:
                 await seen_inputs.remember(self.store, prints_of)
-        docs = sorted(written["actions"], key=lambda d: id_order(d["local_id"]))
-        return Submitted(WorkflowRecord.of(written["workflow"]), [ActionRecord.of(d) for d in docs])
+        # Decoding a big plan is CPU work: in a worker thread, other requests are answered meanwhile.
+        return await asyncio.to_thread(decoded, written)
 
     async def plan_and_write(
         self, wf_id: str, body: dict[str, Any], spec: WorkflowSpec, paths: dict, prints: dict, owner: str | None
@@ -474,7 +462,10 @@ class Submitter:
         store = self.store
         now = time.time()
         token = uuid.uuid4().hex
-        hashes = workflow_hashes(spec, prints)
+        # The CPU-heavy pure steps run in a worker thread: the event loop keeps answering
+        # other requests meanwhile (the interpreter hands it the GIL every few ms), while a
+        # big workflow is planned (docs/performance.md, "A big workflow").
+        hashes = await asyncio.to_thread(workflow_hashes, spec, prints)
         definition = {
             "_id": wf_id,
             "body": masked_body(body),  # as submitted, but no secret value is kept here (docs/planning.md)
@@ -492,7 +483,10 @@ class Submitter:
                 known = await ds.get_many(store, list(hashes.values()))
                 known.update(await ds.get_many(store, stand_ins(known)))
                 gate = StoreGate(store, self.storage, self.mover, self.settings.verify_reuse, wf_id, known)
-                planned = await plan(spec, hashes, gate, prints, concurrency=PLANNING_CONCURRENCY)
+                # Claims asked at once only when there is something stored to claim: with nothing
+                # known, no decision waits on the store, and one by one costs no task per action.
+                concurrency = PLANNING_CONCURRENCY if known else 1
+                planned = await plan(spec, hashes, gate, prints, concurrency=concurrency)
                 for p in planned.values():  # a cut-off lineage reused: its action reads its twin
                     if p.reason == "stored" and p.hash in gate.twins:
                         p.hash = gate.twins[p.hash]
@@ -506,7 +500,9 @@ class Submitter:
                     explained(store, spec.name, owner, planned, hashes, now, wf_id),
                     prepare_datasets(gate, planned, output_of),
                 )
-                docs = action_documents(wf_id, spec, planned, paths, output_of, now, gate.known, owner)
+                docs = await asyncio.to_thread(
+                    action_documents, wf_id, spec, planned, paths, output_of, now, gate.known, owner
+                )
                 await reserving.planned(store, docs, gate.known)  # what each start reserves
                 for d in docs:
                     if d["decision"] == "compute" and d["local_id"] in misses:

@@ -18,7 +18,7 @@ from pymongo import ReturnDocument, UpdateOne
 
 from shared.states import ACTION_LIVE, ACTION_TERMINAL, ActionState, WorkflowState
 from shared.store import workflows
-from shared.store.client import Store
+from shared.store.client import INSERT_CHUNK, Store
 from shared.store.records import ActionRecord
 from shared.store.transitions import decode
 from shared.workflow_spec import ActionId, id_order
@@ -121,7 +121,8 @@ class ActionDoc(TypedDict, total=False):
 
 
 async def insert_many(store: Store, docs: list[ActionDoc]) -> None:
-    await store.actions.insert_many(docs)
+    for i in range(0, len(docs), INSERT_CHUNK):
+        await store.actions.insert_many(docs[i : i + INSERT_CHUNK])
 
 
 async def delete_workflow(store: Store, workflow_id: str) -> None:
@@ -280,17 +281,24 @@ async def parent_finished(store: Store, child_id: str, parent_id: str) -> Action
     )
 
 
-async def flag_kill(store: Store, workflow_id: str, now: float, action_id: str | None = None) -> None:
-    """Mark every action of a workflow (or one of them) as to be killed (a flagged
-    action is never submitted), and due for a poll at once."""
+async def flag_kill(
+    store: Store, workflow_id: str, now: float, action_id: str | None = None, state: ActionState | None = None
+) -> None:
+    """Mark every live action of a workflow (or one of them, or those in one ``state``) as
+    to be killed (a flagged action is never submitted), and due for a poll at once."""
     # One write for every state: an action moving between states while a kill is applied
     # (SUBMITTED back to READY after a submit error) cannot slip between two writes.
     one = {"_id": action_id} if action_id else {}
+    # In one state: its equality alone. nx-27017 runs an update's equality with ``$ne`` beside
+    # it in SQL, where ``$ne`` misses a document without the field (every action not flagged).
+    states = (
+        {"state": str(state)}
+        if state
+        else {"state": {"$nin": sorted(ACTION_TERMINAL)}, "kill_requested": {"$ne": True}}
+    )
     await store.actions.update_many(
-        {**one, "workflow_id": workflow_id, "state": {"$nin": sorted(ACTION_TERMINAL)},
-         "kill_requested": {"$ne": True}},
-        {"$set": {"kill_requested": True, "next_poll_at": now}},
-    )  # fmt: skip
+        {**one, "workflow_id": workflow_id, **states}, {"$set": {"kill_requested": True, "next_poll_at": now}}
+    )
 
 
 async def being_planned(store: Store, action_id: str) -> bool:

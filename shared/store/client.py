@@ -15,6 +15,11 @@ from shared.metrics import StoreLatency
 # primary): worth waiting for, unlike a bad URL or refused credentials.
 UNREACHABLE: tuple[type[BaseException], ...] = (ConnectionFailure, OSError)
 
+# Documents per insert command. nx-27017 serves one command at a time: a big workflow's
+# documents go in several short commands, and other requests are answered between them
+# (docs/performance.md, "A big workflow").
+INSERT_CHUNK = 250
+
 # nx-27017 serves an equality on a field from a single-field index on it, but not always
 # from a compound index that starts with it (500 ms against 18 ms for one workflow's
 # actions among 100 k; benchmarks/history.py): so the fields asked by equality alone

@@ -23,7 +23,7 @@ from shared.states import (
     DATASET_TRANSITIONS,
     DatasetState,
 )
-from shared.store.client import Store
+from shared.store.client import INSERT_CHUNK, Store
 from shared.store.paging import page_after
 from shared.store.records import DatasetRecord
 from shared.store.transitions import decode, history_entry, transition, transition_many
@@ -346,16 +346,17 @@ def new_document(
 async def create_many(store: Store, docs: list[dict[str, Any]]) -> set[str]:
     """Insert new dataset documents in one batch; the hashes that existed already (a
     concurrent planner created them) come back, for the caller to prepare one by one."""
-    if not docs:
-        return set()
-    try:
-        await store.datasets.insert_many(docs, ordered=False)
-    except BulkWriteError as exc:
-        dup = {e["op"]["_id"] for e in exc.details.get("writeErrors", []) if e.get("code") == 11000}
-        if len(dup) != len(exc.details.get("writeErrors", [])):
-            raise
-        return dup
-    return set()
+    existed: set[str] = set()
+    # In several short commands (``INSERT_CHUNK``): others are answered between.
+    for i in range(0, len(docs), INSERT_CHUNK):
+        try:
+            await store.datasets.insert_many(docs[i : i + INSERT_CHUNK], ordered=False)
+        except BulkWriteError as exc:
+            dup = {e["op"]["_id"] for e in exc.details.get("writeErrors", []) if e.get("code") == 11000}
+            if len(dup) != len(exc.details.get("writeErrors", [])):
+                raise
+            existed |= dup
+    return existed
 
 
 async def prepare_compute(
@@ -491,20 +492,49 @@ async def release(store: Store, held: dict[str, set[str]], produced: set[str], b
     """Actions ended (or were never written): drop them from the claims and producers
     of the datasets they held (``held``: dataset -> action ids). A dataset in
     ``produced`` left with no producer before it was ever stored never existed: DELETED.
-    Idempotent; a few writes per thousand datasets (``$in`` on ``_id`` is index-served)."""
-    hashes = sorted(held)
-    for i in range(0, len(hashes), RELEASE_CHUNK):
-        chunk = hashes[i : i + RELEASE_CHUNK]
+    Idempotent; a few writes per thousand datasets (``$in`` on ``_id`` is index-served).
+
+    Each dataset is written once where it can be: one whose only producers are these
+    actions (read first) is released and DELETED in the same guarded write, which a
+    producer added since the read turns down (its count of producers changed); the
+    others, and any so turned down, are released, then DELETED if no producer is left."""
+    abandoned = await _abandoned(store, held, produced)
+    expected = sum(len(hs) for hs in abandoned.values())
+    moved = 0
+    for (state, n), hashes in abandoned.items():
+        for i in range(0, len(hashes), RELEASE_CHUNK):
+            chunk = hashes[i : i + RELEASE_CHUNK]
+            ids = sorted(set().union(*(held[h] for h in chunk)))
+            moved += await transition_many(
+                store.datasets, DATASET_TRANSITIONS, {"_id": {"$in": chunk}, "producers": {"$size": n}}, D.DELETED,
+                by=by, sources=[state], pull={"claims": ids, "producers": ids}, note=reason,
+            )  # fmt: skip
+    done = {h for hs in abandoned.values() for h in hs} if moved == expected else set()
+    rest = sorted(h for h in held if h not in done)
+    for i in range(0, len(rest), RELEASE_CHUNK):
+        chunk = rest[i : i + RELEASE_CHUNK]
         ids = sorted(set().union(*(held[h] for h in chunk)))
         await store.datasets.update_many(
             {"_id": {"$in": chunk}}, {"$pull": {"claims": {"$in": ids}, "producers": {"$in": ids}}}
         )
-    gone = sorted(produced)
+    gone = sorted(h for h in produced if h not in done)
     for i in range(0, len(gone), RELEASE_CHUNK):
         where = {"_id": {"$in": gone[i : i + RELEASE_CHUNK]}, "producers": {"$size": 0}}
         await transition_many(
             store.datasets, DATASET_TRANSITIONS, where, D.DELETED, by=by, sources=[D.TO_STORE, D.TO_LEAF], note=reason
         )
+
+
+async def _abandoned(store: Store, held: dict[str, set[str]], produced: set[str]) -> dict[tuple[str, int], list[str]]:
+    """The datasets of ``produced`` never stored whose every producer is among those that
+    release them, by state and number of producers (what their guarded write checks)."""
+    out: dict[tuple[str, int], list[str]] = {}
+    docs = await get_many(store, sorted(produced), {"state": 1, "producers": 1})
+    for h, d in sorted(docs.items()):
+        producers = set(d.get("producers") or [])
+        if d.get("state") in (D.TO_STORE, D.TO_LEAF) and producers and producers <= held.get(h, set()):
+            out.setdefault((str(d["state"]), len(d.get("producers") or [])), []).append(h)
+    return out
 
 
 def held_by(actions: list[dict[str, Any]]) -> tuple[dict[str, set[str]], set[str]]:

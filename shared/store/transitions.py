@@ -90,6 +90,7 @@ async def transition_many(
     by: str,
     sources: list[str],
     set: dict[str, Any] | None = None,
+    pull: dict[str, list[Any]] | None = None,
     note: str | None = None,
 ) -> int:
     """The bulk form of ``transition``: every document matching ``where`` in one of
@@ -103,7 +104,12 @@ async def transition_many(
     entry: dict[str, Any] = {"state": str(target), "at": now, "by": by}
     if note:
         entry["note"] = note
-    update = {"$set": {"state": str(target), "updated_at": now, **(set or {})}, "$push": {"history": entry}}
+    update: dict[str, Any] = {
+        "$set": {"state": str(target), "updated_at": now, **(set or {})},
+        "$push": {"history": entry},
+    }
+    if pull:
+        update["$pull"] = {k: {"$in": v} for k, v in pull.items()}
     moved = 0
     # One equality on state per write, not $in: equality is index-served on every store we run on.
     for s in sources:

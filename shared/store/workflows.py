@@ -160,6 +160,31 @@ async def kill_applied(store: Store, workflow_id: str) -> None:
     await store.workflows.update_one({"_id": workflow_id}, {"$set": {"kill_applied": True}})
 
 
+async def take_kill_lease(store: Store, workflow_id: str, token: str, now: float, stale_before: float) -> bool | None:
+    """Become the one applier of a workflow's kill: None if another holds a lease renewed
+    since ``stale_before`` (it is applying it now), else whether this is the first
+    application (no applier held it before: nothing of the kill was written yet)."""
+    free = [{"kill_lease_at": {"$exists": False}}, {"kill_lease_at": {"$lt": stale_before}}]
+    before = await store.workflows.find_one_and_update(
+        {"_id": workflow_id, "kill_requested": True, "$or": free},
+        {"$set": {"kill_lease_at": now, "kill_lease": token}},
+        projection={"kill_lease_at": 1},
+    )
+    return None if before is None else "kill_lease_at" not in before
+
+
+async def renew_kill_lease(store: Store, workflow_id: str, token: str, now: float) -> bool:
+    won = await store.workflows.find_one_and_update(
+        {"_id": workflow_id, "kill_lease": token}, {"$set": {"kill_lease_at": now}}, projection={"_id": 1}
+    )
+    return won is not None
+
+
+async def drop_kill_lease(store: Store, workflow_id: str, token: str) -> None:
+    """The applier is done (or failed): the next application need not wait for the lease."""
+    await store.workflows.update_one({"_id": workflow_id, "kill_lease": token}, {"$set": {"kill_lease_at": 0.0}})
+
+
 async def newest(
     store: Store, limit: int, *, state: str | None = None, name: str | None = None, before: float | None = None,
     after: tuple[float, str] | None = None, owner: str | None = None,

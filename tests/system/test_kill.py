@@ -120,6 +120,29 @@ async def test_an_interrupted_kill_is_finished_by_the_repair_sweep(system: Api) 
     assert (await system.db.workflows.find_one({"_id": wf_id}))["kill_applied"]
 
 
+async def test_a_kill_being_applied_is_left_to_its_applier_until_its_lease_is_stale(system: Api) -> None:
+    """One applier at a time: a big kill outlasting the sweep's interval was applied twice
+    at once, each copy slowing the other. The sweep takes a kill over only once its
+    applier stopped renewing its lease (it died)."""
+    plan = await system.submit(fan(3, "leased", seconds=30))
+    wf_id = plan["id"]
+    await root_running(system, wf_id)
+    # A gateway recorded the kill and is applying it: its lease is fresh.
+    await system.db.workflows.update_one(
+        {"_id": wf_id},
+        {"$set": {"kill_requested": True, "kill_applied": False, "kill_requested_at": time.time() - 60,
+                  "kill_lease": "alive", "kill_lease_at": time.time() + 3600}},
+    )  # fmt: skip
+    await asyncio.sleep(3)  # several sweeps (settle_interval 1 s)
+    wf = await system.workflow(wf_id)
+    assert wf["state"] == "RUNNING" and "KILLED" not in {a["state"] for a in wf["actions"]}
+    # Its applier died: the lease is no longer renewed, and the sweep applies the kill.
+    await system.db.workflows.update_one({"_id": wf_id}, {"$set": {"kill_lease_at": time.time() - 60}})
+    wf = await wait_state(system, wf_id, "KILLED")
+    assert {a["state"] for a in wf["actions"]} == {"KILLED"}
+    assert (await system.db.workflows.find_one({"_id": wf_id}))["kill_applied"]
+
+
 async def test_a_kill_ends_an_action_whose_submitter_died_before_its_job_existed(system: Api) -> None:
     """A submitter that died between SUBMITTED and creating the job leaves an action with
     no job. Killed meanwhile, it must end KILLED, not go back to READY and wait forever."""
