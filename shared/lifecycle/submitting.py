@@ -424,13 +424,13 @@ def new_workflow_id() -> str:
     return f"wf-{uuid.uuid4().hex[:12]}"
 
 
-@dataclass
 def decoded(written: dict[str, Any]) -> Submitted:
     """The workflow and its actions, in id order, as the records the gateway answers with."""
     docs = sorted(written["actions"], key=lambda d: id_order(d["local_id"]))
     return Submitted(WorkflowRecord.of(written["workflow"]), [ActionRecord.of(d) for d in docs])
 
 
+@dataclass
 class Submitter:
     """Plans and writes validated workflows, and undoes a planning that did not finish."""
 
