@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -25,7 +26,13 @@ from services.workflow_manager import (
 from services.workflow_manager.dry_run import SubmitQuery, dry_run
 from services.workflow_manager.guard import error
 from services.workflow_manager.routes import definitions
-from services.workflow_manager.submission import fingerprints, inputs, resolve_paths, with_inputs
+from services.workflow_manager.submission import (
+    fingerprints,
+    inputs,
+    resolve_paths,
+    with_import_times,
+    with_inputs,
+)
 from services.workflow_manager.views import (
     DatasetList,
     HistoryStats,
@@ -157,7 +164,7 @@ class WorkflowManager:
             found, bad_inputs = await inputs(parsed, self.settings, self.ctx.storage, owner)
             violations = [*violations, *bad_inputs]
             if spec is not None:  # the inputs' fingerprints are part of the actions' definitions
-                spec = with_inputs(spec, found)
+                spec = with_import_times(with_inputs(spec, found), datetime.now(UTC))
         if violations:
             return error(
                 422,

@@ -6,6 +6,7 @@ A workflow rejected here writes nothing at all.
 from __future__ import annotations
 
 import posixpath
+from datetime import UTC, datetime
 from typing import Any
 
 from shared.config import Settings
@@ -14,7 +15,7 @@ from shared.inputs import candidates
 from shared.path_limits import path_problem
 from shared.storage import Storage
 from shared.storage.base import FolderTooLarge, InputTooLarge
-from shared.workflow_spec import ActionId, ActionSpec, Violation, WorkflowSpec
+from shared.workflow_spec import ActionId, ActionSpec, ActionType, Violation, WorkflowSpec
 
 
 async def resolve_paths(
@@ -164,4 +165,16 @@ def with_inputs(spec: WorkflowSpec, found: dict[ActionId, list[dict[str, Any]]])
     if not found:
         return spec
     actions = [a.model_copy(update={"inputs": found[a.id]}) if a.id in found else a for a in spec.actions]
+    return spec.model_copy(update={"actions": actions})
+
+
+def with_import_times(spec: WorkflowSpec, at: datetime) -> WorkflowSpec:
+    """``spec`` with each SQOOP import that has no cacheVersion stamped with ``at``, the
+    submission's time: a database's content cannot be fingerprinted, so such an import is
+    a fresh lineage every time, and a miss that says so (docs/planning.md, "SQOOP actions")."""
+    stamp = at.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    actions = [
+        a.model_copy(update={"importedAt": stamp}) if a.type == ActionType.SQOOP and not a.pinned() else a
+        for a in spec.actions
+    ]
     return spec.model_copy(update={"actions": actions})

@@ -52,7 +52,7 @@ def _epoch(rfc822: str | None) -> float | None:
 
 class OozieExecutor:
     name = "oozie"
-    supports = frozenset(ActionType)
+    supports = frozenset(ActionType) - {ActionType.SQOOP}
 
     def __init__(
         self, oozie: Oozie, hdfs: WebHdfs, name_node: str, job_tracker: str, queue: str, apps_root: str,
