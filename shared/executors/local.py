@@ -204,16 +204,20 @@ def spark_argv(job: JobRequest, master: str) -> list[str]:
 
 def sqoop_argv(job: JobRequest, classpath: str, work: Path) -> list[str]:
     """``sqoop import`` in a JVM of its own, with Hadoop's LocalJobRunner on the local file
-    system (docs/planning.md, "SQOOP actions"). Sqoop writes and compiles the table's record
-    class under ``work`` (the job's folder); the map tasks load it from ``work/classes``,
-    which is on the class path (it must exist before the JVM starts)."""
+    system (docs/planning.md, "SQOOP actions"), run by ``hadoop_emulator.sqoop``. Sqoop
+    writes and compiles the table's record class under ``work`` (the job's folder); the map
+    tasks load it from ``work/classes``, which is on the class path (it must exist before
+    the JVM starts)."""
     classes = str(work / "classes")
     local = ["-D", "mapreduce.framework.name=local", "-fs", "file:///"]
-    return [
+    jvm = [
         "java", *JPMS_OPTS, "-Xmx512m", "-XX:TieredStopAtLevel=1", "-cp", os.pathsep.join([classes, classpath]),
         sqoop.MAIN_CLASS, "import", *local, *sqoop.generic_options(job.configuration),
         *sqoop.import_arguments(job.sqoop, job.arguments[-1]), "--outdir", str(work / "src"), "--bindir", classes,
     ]  # fmt: skip
+    # Run by the emulator's Sqoop program, which removes the checksum side files Hadoop's
+    # local file system writes beside the output once the import succeeded.
+    return [sys.executable, _program("hadoop_emulator.sqoop"), job.arguments[-1], "--", *jvm]
 
 
 def _sqoop_missing(classpath: str | None) -> str | None:

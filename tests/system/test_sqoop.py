@@ -1,8 +1,9 @@
-"""SQOOP actions through the local executor (docs/planning.md, "SQOOP actions"): Apache
-Sqoop 1.4.7 (``pingo sqoop-classpath``) imports a table of a PostgreSQL server of the
-tests' own into a managed dataset, as a user whose password only a file holds. A
-database's content cannot be fingerprinted: an import without a cacheVersion is a fresh
-lineage at every submission, and its miss says so; with one it is reused."""
+"""SQOOP actions (docs/planning.md, "SQOOP actions"): Apache Sqoop 1.4.7 (``pingo
+sqoop-classpath``) imports a table of a PostgreSQL server of the tests' own into a managed
+dataset, as a user whose password only a file holds, through the local executor and as
+Oozie's ``<sqoop>`` action on the emulator. A database's content cannot be fingerprinted:
+an import without a cacheVersion is a fresh lineage at every submission, and its miss says
+so; with one it is reused."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from shared.config import Settings
 from tests.support.postgres import Postgres, postgres_server
 from tests.support.system import Api, make_settings
 from tests.support.workflows import ROOT
+from tests.system import test_hadoop_system
+from tests.system.test_hadoop_system import Hadoop
+
+hadoop = test_hadoop_system.hadoop  # the fixture: five services as processes and the emulator
 
 READER, PASSWORD = "reader", "s3cret-Pw"
 ROWS = [(1, "Lyon", 522250), (2, "Nantes", 320732), (3, "Brest", 139926)]
@@ -65,6 +70,11 @@ def workflow(server: Postgres, password_file: Path, **extra: Any) -> dict[str, A
     }  # fmt: skip
 
 
+def expected(server: Postgres) -> list[str]:
+    """The rows the workflow's import reads, as Sqoop writes them (the table as it is now)."""
+    return server.sql("SELECT id || ',' || name FROM cities WHERE population > 200000 ORDER BY id").split()
+
+
 def rows(action: dict[str, Any]) -> list[str]:
     return [line for p in sorted(Path(action["outputPath"]).glob("part-m-*")) for line in p.read_text().splitlines()]
 
@@ -87,11 +97,14 @@ async def test_a_table_is_imported_and_imported_again_at_the_next_submission_say
     first = await system.run(body, timeout=120)
     assert first["state"] == "SUCCEEDED", failures(first)
     imported, counted = first["actions"]
-    assert rows(imported) == ["1,Lyon", "2,Nantes"]
-    assert Path(counted["outputPath"]).read_text().strip() == "2"
+    assert sorted(p.name for p in Path(imported["outputPath"]).iterdir()) == ["_SUCCESS", "part-m-00000"]
+    before = expected(postgres)
+    assert rows(imported) == before
+    assert Path(counted["outputPath"]).read_text().strip() == str(len(before))
     assert PASSWORD not in str(first)
 
     postgres.sql("INSERT INTO cities VALUES (4, 'Lille', 236710)")
+    assert expected(postgres) == [*before, "4,Lille"]
     plan = await system.submit(body)
     assert [a["decision"] for a in plan["actions"]] == ["compute", "compute"]
     miss = plan["actions"][0]["miss"]
@@ -99,8 +112,8 @@ async def test_a_table_is_imported_and_imported_again_at_the_next_submission_say
     second = await system.wait(plan["id"], 120)
     assert second["state"] == "SUCCEEDED", failures(second)
     imported, counted = second["actions"]
-    assert rows(imported) == ["1,Lyon", "2,Nantes", "4,Lille"]
-    assert Path(counted["outputPath"]).read_text().strip() == "3"
+    assert rows(imported) == [*before, "4,Lille"]
+    assert Path(counted["outputPath"]).read_text().strip() == str(len(before) + 1)
 
 
 async def test_an_import_with_a_cache_version_is_reused_trusting_the_earlier_one(
@@ -144,3 +157,24 @@ async def test_a_bad_sqoop_action_is_refused_with_every_violation(system: Api, p
     ]
     assert "hunter2" not in str(answer)
     assert await system.counts() == {"workflows": 0, "actions": 0, "datasets": 0}
+
+
+async def test_a_table_is_imported_by_oozies_sqoop_action_on_the_emulator_and_reimported_next_time(
+    hadoop: Hadoop, postgres: Postgres, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The emulator's stand-in for Oozie's sqoop share lib; the password file is on HDFS.
+    monkeypatch.setenv("SQOOP_CLASSPATH", sqoop_classpath())
+    secret = hadoop.hdfs_path("/pingo/secrets/db.password")
+    secret.parent.mkdir(parents=True)
+    secret.write_text(PASSWORD)
+    body = workflow(postgres, Path("/pingo/secrets/db.password"))
+    body["actions"] = body["actions"][:1]
+    first = await hadoop.run(body, timeout=120)
+    assert first["state"] == "SUCCEEDED", failures(first)
+    out = hadoop.hdfs_path(first["actions"][0]["outputPath"])
+    assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS", "part-m-00000"]
+    assert (out / "part-m-00000").read_text().splitlines() == expected(postgres)
+    xmls = [(app / "workflow.xml").read_text() for app in hadoop.hdfs_path("/pingo/oozie-apps").iterdir()]
+    assert ['xmlns="uri:oozie:sqoop-action:0.4"' in x for x in xmls] == [True]
+    again = await hadoop.run(body, timeout=120)
+    assert again["state"] == "SUCCEEDED" and again["actions"][0]["decision"] == "compute"

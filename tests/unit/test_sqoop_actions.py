@@ -109,7 +109,9 @@ def test_the_local_argv_runs_sqoop_with_hadoops_local_job_runner_and_its_record_
         sqoop={"connect": URL, "table": "orders"},
     )  # fmt: skip
     argv = sqoop_argv(job, "/jars/sqoop.jar:/jars/hadoop.jar", Path("/jobs/a1"))
-    assert argv[0] == "java" and argv[argv.index("-cp") + 1] == "/jobs/a1/classes:/jars/sqoop.jar:/jars/hadoop.jar"
+    # The JVM after "--", run by a program that tidies the output once it succeeded.
+    assert argv[1].endswith("hadoop_emulator/sqoop.py") and argv[2:5] == ["/data/attempt", "--", "java"]
+    assert argv[argv.index("-cp") + 1] == "/jobs/a1/classes:/jars/sqoop.jar:/jars/hadoop.jar"
     tool = argv[argv.index(MAIN_CLASS) + 1 :]
     assert tool[:7] == ["import", "-D", "mapreduce.framework.name=local", "-fs", "file:///", "-D",
                         "mapreduce.job.name=orders"]  # fmt: skip
