@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pingo.minicluster.sqoop_classpath import main as sqoop_main
 from pingo.minicluster.sqoop_classpath import sqoop_classpath
 from shared.config import Settings
 from tests.support.postgres import Postgres, postgres_server
@@ -178,3 +179,12 @@ async def test_a_table_is_imported_by_oozies_sqoop_action_on_the_emulator_and_re
     assert ['xmlns="uri:oozie:sqoop-action:0.4"' in x for x in xmls] == [True]
     again = await hadoop.run(body, timeout=120)
     assert again["state"] == "SUCCEEDED" and again["actions"][0]["decision"] == "compute"
+
+
+def test_pingo_sqoop_classpath_prints_sqoops_jars_ahead_of_hadoops(capsys: pytest.CaptureFixture[str]) -> None:
+    assert sqoop_main([]) == 0
+    jars = [Path(j).name for j in capsys.readouterr().out.strip().split(":")]
+    assert "sqoop-1.4.7-hadoop260.jar" in jars and any(j.startswith("postgresql-") for j in jars)
+    # Sqoop's commons-cli first: Hadoop's newer one lacks a method Sqoop calls (sqoop/pom.xml).
+    clis = [j for j in jars if j.startswith("commons-cli-")]
+    assert clis[0] == "commons-cli-1.4.jar" and len(clis) == 2
