@@ -227,6 +227,8 @@ def _sqoop_missing(classpath: str | None) -> str | None:
                 "or run it on a cluster: the oozie executor")  # fmt: skip
     if shutil.which("javac") is None:
         return "a Java 17 JDK on this machine (Sqoop compiles each table's record class: javac not found)"
+    if importlib.util.find_spec("hadoop_emulator") is None:
+        return "the hadoop_emulator package of Pingo's distribution (its program runs Sqoop's JVM)"
     return None
 
 
