@@ -13,6 +13,8 @@ outside the HDFS namespace, the way a YARN launcher container would:
   working directory; a Java MapReduce job (no ``<streaming>``) by Hadoop's LocalJobRunner
   (:mod:`.mapreduce`, with pyspark's Hadoop jars), its classes from the java action's jars;
 - spark: ``spark-submit`` in local mode on the namespace (:meth:`ActionRunner._spark_argv`);
+- sqoop: Apache Sqoop's own ``Sqoop`` class with Hadoop's LocalJobRunner on the namespace,
+  its jars (the sharelib's stand-in) from ``SQOOP_CLASSPATH`` (:meth:`ActionRunner._sqoop_argv`);
 - environment: the emulator's less its ``PINGO_`` variables (a container does not get its
   submitter's settings or credentials, which an emulator started beside Pingo holds), plus
   ``PINGO_EMULATOR_HDFS_ROOT``, ``OOZIE_JOB_ID`` and ``OOZIE_ACTION_CONF_XML`` (the action
@@ -40,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from hadoop_emulator import mapreduce
+from hadoop_emulator import mapreduce, sqoop
 from hadoop_emulator.hadoop_conf import to_xml
 from hadoop_emulator.hdfs import HdfsError, Namespace
 from hadoop_emulator.permissions import ALL, WRITE, Checker
@@ -48,6 +50,13 @@ from hadoop_emulator.streaming import split_args
 from hadoop_emulator.workflow_xml import ActionSpec
 
 KILL_GRACE = 5.0
+# The module openings Hadoop's launch scripts give Java 17 (hadoop-functions.sh), which the
+# LocalJobRunner needs: the list of shared/hadoop/jvm.py (the emulator imports nothing of Pingo's).
+JPMS_OPTS = ["-XX:+IgnoreUnrecognizedVMOptions"] + [
+    f"--add-opens=java.base/{package}=ALL-UNNAMED"
+    for package in ("java.io", "java.lang", "java.lang.reflect", "java.math", "java.net", "java.text", "java.util",
+                    "java.util.concurrent", "java.util.zip", "sun.security.util", "sun.security.x509")
+]  # fmt: skip
 MAX_OUTPUT = 2048
 
 
@@ -87,6 +96,17 @@ def _unquote(value: str) -> str:
     at_ends = re.fullmatch(r'([a-zA-Z0-9.]+=)?".+"', value, re.S)
     in_between = re.fullmatch(r'([a-zA-Z0-9.]+=)?".*".*"', value, re.S)
     return value.replace('"', "") if at_ends and not in_between else value
+
+
+def _java(env: dict[str, str]) -> str:
+    """$JAVA_HOME/bin/java, else java on PATH (as a YARN container finds it)."""
+    java_home = env.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else None
+    if not java or not os.access(java, os.X_OK):
+        java = shutil.which("java", path=env.get("PATH"))
+    if java is None:
+        raise OSError('Cannot run program "java": error=2, No such file or directory')
+    return java
 
 
 def _spark_submit(env: dict[str, str]) -> str | None:
@@ -287,6 +307,31 @@ class ActionRunner:
         argv += split_spark_opts(spec.spark_opts or "")
         return [*argv, str(self.ns.local(spec.jar or "")), *spec.args]
 
+    def _sqoop_argv(self, env: dict[str, str]) -> list[str]:
+        """A sqoop action: ``org.apache.sqoop.Sqoop`` with the action's arguments, its tool's
+        name first, then the Hadoop settings as generic ``-D`` options (Oozie's SqoopMain
+        hands them over as the job's configuration): the LocalJobRunner (the emulator has
+        no YARN) on the namespace's view file system. Sqoop compiles the table's record
+        class into the working directory, which is on the class path (the LocalJobRunner
+        does not load the job's jar)."""
+        jars = env.get("SQOOP_CLASSPATH")
+        if not jars:
+            raise OSError("no Sqoop sharelib: the emulator runs sqoop actions with the jars of SQOOP_CLASSPATH "
+                          "(pingo sqoop-classpath prints them)")  # fmt: skip
+        java = _java(env)
+        tool, *args = self.spec.args or [""]
+        conf = {**self.spec.configuration, **self._namespace_fs(), "mapreduce.framework.name": "local"}
+        classes = self.workdir / "classes"
+        classes.mkdir(exist_ok=True)
+        jvm = [
+            java, *JPMS_OPTS, "-cp", os.pathsep.join([str(classes), jars]), "org.apache.sqoop.Sqoop", tool,
+            *(a for k, v in conf.items() for a in ("-D", f"{k}={v}")), *args,
+            "--outdir", str(self.workdir / "src"), "--bindir", str(classes),
+        ]  # fmt: skip
+        target = args[args.index("--target-dir") + 1] if "--target-dir" in args[:-1] else ""
+        # Its output's checksum side files are removed once it succeeded (hadoop_emulator.sqoop).
+        return sqoop.argv(str(self.ns.local(target)) if target else str(self.workdir), jvm)
+
     def _argv(self, env: dict[str, str], shipped: list[Path]) -> list[str]:
         spec = self.spec
         if spec.type == "map-reduce" and not self._mr_output():
@@ -295,15 +340,11 @@ class ActionRunner:
             return self._streaming_argv() if spec.mapper else self._java_map_reduce_argv(env, shipped)
         if spec.type == "spark":
             return self._spark_argv(env)
+        if spec.type == "sqoop":
+            return self._sqoop_argv(env)
         if spec.type == "java":
-            java_home = env.get("JAVA_HOME")
-            java = os.path.join(java_home, "bin", "java") if java_home else None
-            if not java or not os.access(java, os.X_OK):
-                java = shutil.which("java", path=env.get("PATH"))
-            if java is None:
-                raise OSError('Cannot run program "java": error=2, No such file or directory')
             return [
-                java,
+                _java(env),
                 "-cp",
                 os.pathsep.join(self._classpath(shipped)),
                 *spec.java_opts,

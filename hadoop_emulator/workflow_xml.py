@@ -1,6 +1,7 @@
 """Parse and validate a workflow application (``uri:oozie:workflow:0.x``) with ``java``,
-``map-reduce``, ``shell`` (``uri:oozie:shell-action:0.x``) and ``spark``
-(``uri:oozie:spark-action:0.x``) actions, ``kill`` and ``end`` nodes.
+``map-reduce``, ``shell`` (``uri:oozie:shell-action:0.x``), ``spark``
+(``uri:oozie:spark-action:0.x``) and ``sqoop`` (``uri:oozie:sqoop-action:0.x``) actions,
+``kill`` and ``end`` nodes.
 
 Validation follows the element order of Oozie's XML schemas (docs/hadoop-protocol.md, "The
 workflow application") and reports violations the
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 WF_NS = re.compile(r"uri:oozie:workflow:(0\.[1-5](\.5)?|1\.0)")
 SHELL_NS = re.compile(r"uri:oozie:shell-action:(0\.[1-3]|1\.0)")
 SPARK_NS = re.compile(r"uri:oozie:spark-action:(0\.[12]|1\.0)")
+SQOOP_NS = re.compile(r"uri:oozie:sqoop-action:(0\.[234]|1\.0)")
 SLA_NS = re.compile(r"uri:oozie:sla:.*")
 IDENTIFIER = re.compile(r"[a-zA-Z_][\-_a-zA-Z0-9]*")
 SHELL_MAIN = "org.apache.oozie.action.hadoop.ShellMain"
@@ -29,6 +31,7 @@ LAUNCHER_MAIN = {
     "shell": SHELL_MAIN,
     "map-reduce": "org.apache.oozie.action.hadoop.StreamingMain",
     "spark": "org.apache.oozie.action.hadoop.SparkMain",
+    "sqoop": "org.apache.oozie.action.hadoop.SqoopMain",
 }
 # Properties an action <configuration> must not set (Oozie fails the action: JA010).
 DISALLOWED_PROPERTIES = ("user.name", "mapreduce.job.user.name", "fs.default.name", "yarn.resourcemanager.address")
@@ -95,6 +98,13 @@ _SPARK: list[Group] = [
     (frozenset({"file"}), 0, None),
     (frozenset({"archive"}), 0, None),
 ]
+# <sqoop>: the tool's arguments as one <command> line or as <arg> elements, never both.
+_SQOOP: list[Group] = [
+    *_HEAD,
+    (frozenset({"command", "arg"}), 1, None),
+    (frozenset({"file"}), 0, None),
+    (frozenset({"archive"}), 0, None),
+]
 _APP: list[Group] = [
     (frozenset({"parameters"}), 0, 1),
     (frozenset({"global"}), 0, 1),
@@ -128,7 +138,7 @@ def schema_error(detail: str) -> WorkflowError:
 @dataclass
 class ActionDef:
     name: str
-    type: str  # "java" | "shell" | "map-reduce" | "spark"
+    type: str  # "java" | "shell" | "map-reduce" | "spark" | "sqoop"
     element: ET.Element  # the action's element, ${...} unresolved
     namespace: str
     ok_to: str
@@ -414,6 +424,15 @@ def _node(elem: ET.Element, ns: str, tag: str) -> Node:
     elif btag == "spark" and SPARK_NS.fullmatch(bns):
         _check_sequence(body, bns, _SPARK)
         kind = "spark"
+    elif btag == "sqoop" and SQOOP_NS.fullmatch(bns):
+        _check_sequence(body, bns, _SQOOP)
+        tags = {_split(c.tag)[1] for c in body if isinstance(c.tag, str)}
+        if {"command", "arg"} <= tags:
+            raise schema_error(
+                f"cvc-complex-type.2.4.a: Invalid content was found in action '{name}': "
+                f"'{{\"{bns}\":command}}' and '{{\"{bns}\":arg}}' cannot both be given."
+            )
+        kind = "sqoop"
     else:
         raise WorkflowError("E0723", f"Unsupported action type, node [{name}] type [{btag}]")
     try:
@@ -577,8 +596,9 @@ def _read_element(spec: ActionSpec, tag: str, child: ET.Element, value: str) -> 
         setattr(spec, _SETS[tag], value)
     elif tag in _ADDS:
         getattr(spec, _ADDS[tag]).append(value)
-    elif tag == "java-opts":
-        spec.java_opts.extend(value.split())
+    elif tag in ("java-opts", "command"):
+        # Oozie splits both at spaces (a <sqoop> <command> line is Sqoop's arguments).
+        getattr(spec, "args" if tag == "command" else "java_opts").extend(value.split())
     elif tag == "capture-output":
         spec.capture_output = True
     elif tag == "streaming":

@@ -243,6 +243,31 @@ class Workflow:
                          mainClassName=main_class, sparkOpts=None if spark_opts is None else list(spark_opts),
                          additionalInput=_pairs(inputs), configurationParameters=_pairs(conf))  # fmt: skip
 
+    def sqoop(
+        self,
+        name: str,
+        connect: str,
+        *,
+        table: str | None = None,
+        query: str | None = None,
+        columns: Sequence[str] | None = None,
+        where: str | None = None,
+        split_by: str | None = None,
+        mappers: int | None = None,
+        username: str | None = None,
+        password_file: str | None = None,
+        properties: Mapping[str, Scalar] | None = None,
+        parents: Iterable[Action] = (),
+        **common: Unpack[Options],
+    ) -> Action:
+        """A SQOOP action: an import of ``table`` (its ``columns``, rows ``where``) or of
+        ``query`` from the JDBC database ``connect`` (docs/planning.md, "SQOOP actions");
+        the password is the content of ``password_file``, never given here."""
+        return self._add(name, "SQOOP", parents, common, connect=connect, table=table, query=query,
+                         columnNames=None if columns is None else list(columns), where=where, splitBy=split_by,
+                         mappers=mappers, username=username, passwordFile=password_file,
+                         configurationParameters=_pairs(properties))  # fmt: skip
+
     def _add(self, name: str, type_: str, parents: Iterable[Action], options: Options, **fields: Any) -> Action:
         common: dict[str, Any] = dict(options)
         ident = common.pop("id", None)

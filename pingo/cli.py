@@ -56,6 +56,11 @@ ELSEWHERE = {
         "main",
         "run Apache Hadoop's real mini cluster (HDFS with WebHDFS, YARN) and print Pingo's settings for it",
     ),
+    "sqoop-classpath": (
+        "pingo.minicluster.sqoop_classpath",
+        "main",
+        "print the class path of SQOOP actions on the local executor (PINGO_SQOOP_CLASSPATH)",
+    ),
     "evaluate": (
         "evaluation.cli",
         "main_evaluate",

@@ -241,6 +241,11 @@ class Settings(BaseSettings):
     spark_master: str | None = Field(
         None, description="SPARK actions' --master; default local[2] (local executor), yarn (Oozie)."
     )
+    sqoop_classpath: str | None = Field(
+        None,
+        description="SQOOP actions' Java class path on the local executor: Sqoop 1.4.7's jars, the JDBC drivers "
+        "and Hadoop's, joined by ':' (`pingo sqoop-classpath` prints it; docs/planning.md, \"SQOOP actions\").",
+    )
 
     scrape_interval: float = Field(5.0, description="Fallback timer of the scrapers, seconds.")
     stale_after: float = Field(60.0, description="PROCESSING older than this is taken again, seconds.")

@@ -52,8 +52,13 @@ class ActionType(StrEnum):
     SHELL = "SHELL"
     MAP_REDUCE = "MAP_REDUCE"
     SPARK = "SPARK"
+    SQOOP = "SQOOP"
 
 
+# SQOOP: an import of a table or a query from a JDBC database (docs/planning.md, "SQOOP
+# actions"). The password is never among them: ``passwordFile`` names the file holding it.
+SQOOP_FIELDS = ("connect", "table", "query", "columnNames", "where", "splitBy", "mappers", "username", "passwordFile")
+MAX_MAPPERS = 64
 # List fields of these types are sets for equivalence (thesis Fig. 3.3).
 ORDER_INSENSITIVE = frozenset({ActionType.MAP_REDUCE})
 REQUIRED_FIELDS: dict[ActionType, tuple[str, ...]] = {
@@ -61,6 +66,7 @@ REQUIRED_FIELDS: dict[ActionType, tuple[str, ...]] = {
     ActionType.SHELL: ("command",),
     ActionType.MAP_REDUCE: ("mapper",),
     ActionType.SPARK: ("actionFolder", "application"),
+    ActionType.SQOOP: ("connect",),
 }
 # The fields only some types have (docs/planning.md, "The workflow definition"): in the
 # definition, hence the lineage hash, of those types alone, so that adding them changed
@@ -68,11 +74,12 @@ REQUIRED_FIELDS: dict[ActionType, tuple[str, ...]] = {
 TYPE_FIELDS: dict[ActionType, tuple[str, ...]] = {
     ActionType.MAP_REDUCE: ("mapper", "reducer", "inputFormat", "outputFormat", "mapreduceApi"),
     ActionType.SPARK: ("application", "sparkOpts"),
+    ActionType.SQOOP: SQOOP_FIELDS,
 }
 # Type fields added after the first hashes were taken, and their default: left out of the
 # definition while they hold it, so that no earlier action's hash changed and writing the
 # default is the same computation as leaving it out.
-LATER_FIELDS: dict[str, str] = {"mapreduceApi": "mapred"}
+LATER_FIELDS: dict[str, Any] = {"mapreduceApi": "mapred", "mappers": 1}
 # A Java MAP_REDUCE job's API (docs/planning.md, "Fields of one type"): the old
 # org.apache.hadoop.mapred classes, or the new org.apache.hadoop.mapreduce ones (the
 # thesis's "MapReduce v2.0").
@@ -171,6 +178,17 @@ class TypeFields(BaseModel):
     # SPARK: the application file inside actionFolder, and spark-submit options (an argv).
     application: str | None = None
     sparkOpts: list[str] | None = None
+    # SQOOP: the JDBC URL, a table (with its columns and a row filter) or a query, how the
+    # rows are split among the map tasks, and who connects (the password from a file).
+    connect: str | None = None
+    table: str | None = None
+    query: str | None = None
+    columnNames: list[str] | None = None
+    where: str | None = None
+    splitBy: str | None = None
+    mappers: Annotated[int, Field(strict=True, ge=1, le=MAX_MAPPERS)] | None = None
+    username: str | None = None
+    passwordFile: str | None = None
 
 
 class ActionSpec(TypeFields):
@@ -202,6 +220,10 @@ class ActionSpec(TypeFields):
     # The external inputs its additionalInput names, each with its fingerprint taken at the
     # gateway when the workflow is planned (``InputPrint.document()``); hashed.
     inputs: list[dict[str, Any]] = Field(default_factory=list)
+    # A SQOOP import without a cacheVersion: when its workflow was submitted. A database's
+    # content cannot be fingerprinted, so each submission is a fresh lineage (docs/planning.md,
+    # "SQOOP actions"); set at the gateway, hashed.
+    importedAt: str | None = None
 
     def definition(self) -> dict[str, Any]:
         """The fields that define the computation: what equivalence is judged on."""
@@ -231,7 +253,14 @@ class ActionSpec(TypeFields):
             out["workflowCacheVersion"] = self.workflowCacheVersion
         if self.inputs:
             out["inputs"] = self.inputs
+        if self.importedAt is not None:
+            out["importedAt"] = self.importedAt
         return out
+
+    def pinned(self) -> bool:
+        """Whether the user gave a cacheVersion (its own or its workflow's): a SQOOP import
+        is then reused on its definition alone, trusting the earlier import."""
+        return self.cacheVersion is not None or self.workflowCacheVersion is not None
 
 
 class WorkflowSpec(BaseModel):
@@ -905,12 +934,62 @@ def _type_problems(r: _RawAction, atype: ActionType) -> list[tuple[str, str]]:
             out.append(("mainClassName", "mainClassName is required for a jar application"))
         elif app.suffix == ".py" and r.mainClassName:
             out.append(("mainClassName", "mainClassName is only for jar applications"))
+    if atype == ActionType.SQOOP:
+        out += _sqoop_problems(r)
     if atype == ActionType.SPARK and r.sparkOpts is not None:
         if any(not o for o in r.sparkOpts):
             out.append(("sparkOpts", "sparkOpts must be a list of non-empty strings (spark-submit options, an argv)"))
         for opt in r.sparkOpts:
             if (name := opt.split("=", 1)[0]) in SPARK_OWN_OPTIONS:
                 out.append(("sparkOpts", f"{name} is set by Pingo, not in sparkOpts"))
+    return out
+
+
+_SQL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?")
+# What a SQOOP action does not have: it runs Sqoop itself, on no program of the user's,
+# and reads no dataset (docs/planning.md, "SQOOP actions").
+SQOOP_NOT_USED = ("actionFolder", "mainClassName", "command", "additionalInput")
+
+
+def _sqoop_problems(r: _RawAction) -> list[tuple[str, str]]:
+    """(field, message) for each SQOOP field that Sqoop could not run as given."""
+    out: list[tuple[str, str]] = []
+    for field in SQOOP_NOT_USED:
+        if getattr(r, field) not in (None, [], {}):
+            out.append((field, f"{field} is not used by SQOOP actions: Sqoop itself runs the import"))
+    # The URL is not echoed: it may hold what it must not.
+    if r.connect and re.search(r"password\s*=", r.connect, re.IGNORECASE):
+        out.append(("connect", "connect must not hold a password (it would be stored, hashed and shown): "
+                               "put it in the file passwordFile names"))  # fmt: skip
+    elif r.connect and not r.connect.startswith("jdbc:"):
+        out.append(("connect", "connect must be a JDBC URL (jdbc:postgresql://host:5432/db)"))
+    if (r.table is None) == (r.query is None):
+        out.append(("table", "a SQOOP action imports either a table or a query: give exactly one of them"))
+    if r.table is not None and not _SQL_NAME.fullmatch(r.table):
+        out.append(("table", f"table {_json_text(r.table)} is not a table name (name or schema.name)"))
+    if r.query is not None:
+        if "$CONDITIONS" not in r.query:
+            out.append(("query", "query must contain $CONDITIONS in its WHERE clause (where Sqoop puts each map "
+                                 "task's range), e.g. SELECT id, name FROM t WHERE $CONDITIONS"))  # fmt: skip
+        for field in ("columnNames", "where"):
+            if getattr(r, field) is not None:
+                out.append((field, f"{field} is for a table import; a query says its columns and rows itself"))
+        if (r.mappers or 1) > 1 and r.splitBy is None:
+            out.append(("splitBy", "a query imported by more than one mapper needs splitBy: the column whose "
+                                   "range is divided among them"))  # fmt: skip
+    if r.columnNames is not None and (not r.columnNames or any(not _SQL_NAME.fullmatch(c) for c in r.columnNames)):
+        out.append(("columnNames", "columnNames must be a non-empty list of column names"))
+    for field in ("where", "username", "passwordFile"):
+        if getattr(r, field) == "":
+            out.append((field, f"{field} must not be empty (leave it out instead)"))
+    if r.splitBy is not None and not _SQL_NAME.fullmatch(r.splitBy):
+        out.append(("splitBy", f"splitBy {_json_text(r.splitBy)} is not a column name"))
+    if r.passwordFile:
+        if r.username is None:
+            out.append(("username", "a passwordFile needs the username it is the password of"))
+        if not r.passwordFile.startswith("/") or not _is_clean_path(r.passwordFile):
+            out.append(("passwordFile", "passwordFile must be an absolute path without '..': the file holding "
+                                        "the password, on the executor's file system"))  # fmt: skip
     return out
 
 

@@ -27,15 +27,9 @@ from pathlib import Path
 from pingo.minicluster.classpath import Unavailable, java_home, resolve_classpath
 from pingo.ports import free_ports, listening
 from shared.hadoop.configuration import configuration_xml, read_configuration
+from shared.hadoop.jvm import JPMS_OPTS
 
 MAIN_CLASS = "org.apache.hadoop.mapreduce.MiniHadoopClusterManager"
-# The module openings Hadoop's own launch scripts give Java 17 (hadoop-functions.sh,
-# hadoop_finalize_jpms_opts): the daemons' web apps (Guice, cglib) and HDFS need them.
-JPMS_OPTS = ["-XX:+IgnoreUnrecognizedVMOptions"] + [
-    f"--add-opens=java.base/{package}=ALL-UNNAMED"
-    for package in ("java.io", "java.lang", "java.lang.reflect", "java.math", "java.net", "java.text", "java.util",
-                    "java.util.concurrent", "java.util.zip", "sun.security.util", "sun.security.x509")
-]  # fmt: skip
 HEALTH_POLL = 0.5
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # What MiniYARNCluster logs once every NodeManager has registered with the ResourceManager.

@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pingo.minicluster.classpath import OOZIE_POM, Unavailable, java_home, resolve_classpath
+from pingo.minicluster.classpath import OOZIE_POM, SQOOP_POM, Unavailable, java_home, resolve_classpath
 from pingo.minicluster.cluster import JPMS_OPTS, MiniCluster, _die_with_parent, resident_bytes, stop_group
 from pingo.ports import free_ports
 from shared.hadoop.configuration import configuration_xml
@@ -25,6 +25,7 @@ OOZIE_VERSION = "5.2.1"
 MAIN_CLASS = "org.apache.oozie.server.EmbeddedOozieServer"
 LAUNCHER_JAR = f"oozie-sharelib-oozie-{OOZIE_VERSION}.jar"
 STREAMING_JAR = f"oozie-sharelib-streaming-{OOZIE_VERSION}.jar"
+SQOOP_JAR = f"oozie-sharelib-sqoop-{OOZIE_VERSION}.jar"
 HEALTH_POLL = 0.5
 # Oozie's own log4j 1 appender: the server log and the job logs (show=log) are read from it.
 LOG4J = """\
@@ -130,12 +131,13 @@ class OozieServer:
 
     def _upload_sharelib(self, classpath: list[str]) -> None:
         """The sharelibs in a ``lib_<timestamp>`` folder, as ``oozie-setup.sh sharelib create``
-        lays them out: ``oozie`` (the launcher, which every YARN action needs) and
+        lays them out: ``oozie`` (the launcher, which every YARN action needs),
         ``mapreduce-streaming`` (Oozie's streaming main and the cluster's own
-        ``hadoop-streaming``)."""
+        ``hadoop-streaming``) and ``sqoop`` (Oozie's sqoop main, Sqoop 1.4.7 and the jars it
+        is pinned with, the PostgreSQL driver: ``SQOOP_POM``)."""
         jars = {Path(j).name: Path(j) for j in [*classpath, *resolve_classpath(progress=False)]}
         streaming = next((n for n in jars if n.startswith("hadoop-streaming-")), None)
-        missing = [n for n in (LAUNCHER_JAR, STREAMING_JAR, streaming) if n is None or n not in jars]
+        missing = [n for n in (LAUNCHER_JAR, STREAMING_JAR, streaming, SQOOP_JAR) if n is None or n not in jars]
         if missing:
             raise Unavailable(f"{missing} are not among the jars of {OOZIE_POM} and the mini cluster")
         home = f"/user/{self.user}"
@@ -143,8 +145,10 @@ class OozieServer:
         self.cluster.webhdfs("PUT", home, "SETOWNER", owner=self.user)
         lib = f"{self.sharelib}/lib_20000101000000"
         for folder, name in (("oozie", LAUNCHER_JAR), ("mapreduce-streaming", STREAMING_JAR),
-                             ("mapreduce-streaming", streaming)):  # fmt: skip
+                             ("mapreduce-streaming", streaming), ("sqoop", SQOOP_JAR)):  # fmt: skip
             self._put(f"{lib}/{folder}/{name}", jars[name].read_bytes(), self.user)
+        for jar in map(Path, resolve_classpath(progress=False, pom=SQOOP_POM, name="sqoop-1.4.7")):
+            self._put(f"{lib}/sqoop/{jar.name}", jar.read_bytes(), self.user)
 
     def _put(self, path: str, data: bytes, user: str) -> None:
         """WebHDFS CREATE as ``user``: the NameNode's 307, then the data to the DataNode."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import posixpath
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from shared.config import Settings
@@ -18,7 +19,7 @@ from shared.storage import Storage
 from shared.storage.base import FolderTooLarge, InputTooLarge
 from shared.webhooks.urls import refused_webhooks
 from shared.workflow_fanout_files import expand_files
-from shared.workflow_spec import ActionId, ActionSpec, Violation, WorkflowSpec, parse_workflow
+from shared.workflow_spec import ActionId, ActionSpec, ActionType, Violation, WorkflowSpec, parse_workflow
 
 
 @dataclass
@@ -54,6 +55,8 @@ async def check(body: Any, settings: Settings, storage: Storage, executor: Execu
         violations = [*violations, *bad_inputs]
         if spec is not None:  # the inputs' fingerprints are part of the actions' definitions
             spec = with_inputs(spec, found)
+    if spec is not None and any(a.type == ActionType.SQOOP for a in spec.actions):
+        spec = with_import_times(spec, datetime.now(UTC))
     return Checked(spec, paths, prints, violations)
 
 
@@ -206,4 +209,16 @@ def with_inputs(spec: WorkflowSpec, found: dict[ActionId, list[dict[str, Any]]])
     if not found:
         return spec
     actions = [a.model_copy(update={"inputs": found[a.id]}) if a.id in found else a for a in spec.actions]
+    return spec.model_copy(update={"actions": actions})
+
+
+def with_import_times(spec: WorkflowSpec, at: datetime) -> WorkflowSpec:
+    """``spec`` with each SQOOP import that has no cacheVersion stamped with ``at``, the
+    submission's time: a database's content cannot be fingerprinted, so such an import is
+    a fresh lineage every time, and a miss that says so (docs/planning.md, "SQOOP actions")."""
+    stamp = at.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    actions = [
+        a.model_copy(update={"importedAt": stamp}) if a.type == ActionType.SQOOP and not a.pinned() else a
+        for a in spec.actions
+    ]
     return spec.model_copy(update={"actions": actions})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from enum import StrEnum
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -56,6 +56,8 @@ class JobRequest(BaseModel):
     mapreduce_api: str = "mapred"
     application: str | None = None
     spark_opts: list[str] = []
+    # SQOOP: its fields as in the definition (``shared.hadoop.sqoop.sqoop_fields``).
+    sqoop: dict[str, Any] = {}
     # The user the job runs for (docs/users.md, "On Hadoop"): Oozie's doAs. None: users off,
     # the job runs as Pingo's own identity. The local executor runs every job as Pingo's OS user,
     # a job with an owner in its sandbox (docs/users.md, "What a job can reach").

@@ -21,4 +21,5 @@ def make_executor(settings: Settings) -> Executor:
     return LocalExecutor(
         settings.jobs_dir, slots=settings.local_slots, spark_master=settings.spark_master,
         sandbox=Sandbox.for_settings(settings), env_pass=settings.job_env_pass,
+        sqoop_classpath=settings.sqoop_classpath,
     )  # fmt: skip

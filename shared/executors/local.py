@@ -40,6 +40,8 @@ from shared.executors.base import (
 )
 from shared.executors.log_tail import LineTail
 from shared.executors.sandbox import Sandbox
+from shared.hadoop import sqoop
+from shared.hadoop.jvm import JPMS_OPTS
 from shared.hadoop.mapreduce import job_properties
 from shared.storage.names import path_name
 from shared.workflow_spec import ActionSpec, ActionType, is_streaming
@@ -200,6 +202,36 @@ def spark_argv(job: JobRequest, master: str) -> list[str]:
     return [*argv, *job.spark_opts, f"{job.action_folder}/{job.application}", *job.arguments]
 
 
+def sqoop_argv(job: JobRequest, classpath: str, work: Path) -> list[str]:
+    """``sqoop import`` in a JVM of its own, with Hadoop's LocalJobRunner on the local file
+    system (docs/planning.md, "SQOOP actions"), run by ``hadoop_emulator.sqoop``. Sqoop
+    writes and compiles the table's record class under ``work`` (the job's folder); the map
+    tasks load it from ``work/classes``, which is on the class path (it must exist before
+    the JVM starts)."""
+    classes = str(work / "classes")
+    local = ["-D", "mapreduce.framework.name=local", "-fs", "file:///"]
+    jvm = [
+        "java", *JPMS_OPTS, "-Xmx512m", "-XX:TieredStopAtLevel=1", "-cp", os.pathsep.join([classes, classpath]),
+        sqoop.MAIN_CLASS, "import", *local, *sqoop.generic_options(job.configuration),
+        *sqoop.import_arguments(job.sqoop, job.arguments[-1]), "--outdir", str(work / "src"), "--bindir", classes,
+    ]  # fmt: skip
+    # Run by the emulator's Sqoop program, which removes the checksum side files Hadoop's
+    # local file system writes beside the output once the import succeeded.
+    return [sys.executable, _program("hadoop_emulator.sqoop"), job.arguments[-1], "--", *jvm]
+
+
+def _sqoop_missing(classpath: str | None) -> str | None:
+    """What this machine lacks to run Sqoop, if anything."""
+    if not classpath:
+        return ("Sqoop's jars: set PINGO_SQOOP_CLASSPATH (`pingo sqoop-classpath` resolves and prints it), "
+                "or run it on a cluster: the oozie executor")  # fmt: skip
+    if shutil.which("javac") is None:
+        return "a Java 17 JDK on this machine (Sqoop compiles each table's record class: javac not found)"
+    if importlib.util.find_spec("hadoop_emulator") is None:
+        return "the hadoop_emulator package of Pingo's distribution (its program runs Sqoop's JVM)"
+    return None
+
+
 class LocalExecutor:
     name = "local"
     supports = frozenset(ActionType)
@@ -211,8 +243,10 @@ class LocalExecutor:
         spark_master: str | None = None,
         sandbox: Sandbox | None = None,
         env_pass: list[str] | None = None,
+        sqoop_classpath: str | None = None,
     ) -> None:
         self.jobs_dir = jobs_dir
+        self.sqoop_classpath = sqoop_classpath
         self.sandbox = sandbox  # the jobs of users run in it (docs/users.md, "What a job can reach")
         self.env_pass = tuple(env_pass or ())
         self.slots = slots
@@ -244,9 +278,13 @@ class LocalExecutor:
                                        f"{TEXT_FORMATS[1]}); other formats need Java classes"))  # fmt: skip
         elif action.type == ActionType.SPARK and (spark := _spark_missing()):
             out.append(("type", f"SPARK actions need {spark}"))
+        elif action.type == ActionType.SQOOP and (missing := _sqoop_missing(self.sqoop_classpath)):
+            out.append(("type", f"SQOOP actions need {missing}"))
         return out
 
-    def argv(self, job: JobRequest) -> list[str]:
+    def argv(self, job: JobRequest, job_dir: Path) -> list[str]:
+        if job.type == ActionType.SQOOP:
+            return sqoop_argv(job, self.sqoop_classpath or "", job_dir)
         if job.type == ActionType.COMMAND_LINE:
             props = [f"-D{k}={v}" for k, v in job.configuration.items()]
             return ["java", *props, "-cp", f"{job.action_folder}/*", job.main_class or "", *job.arguments]
@@ -279,12 +317,14 @@ class LocalExecutor:
         )
         for key in self._secrets(job):
             env.pop(key, None)
-        argv = self.argv(job)
+        argv = self.argv(job, job_dir)
+        if job.type == ActionType.SQOOP:
+            (job_dir / "classes").mkdir(mode=0o700)  # on the class path: made before the JVM starts
         # A Spark job writes where it runs (spark-warehouse, metastore_db): not into its
         # action folder, whose files are part of its lineage hash.
         cwd = (
             str(job_dir)
-            if job.type in (ActionType.SPARK, ActionType.MAP_REDUCE) or not job.action_folder
+            if job.type in (ActionType.SPARK, ActionType.MAP_REDUCE, ActionType.SQOOP) or not job.action_folder
             else job.action_folder
         )
         sandboxed = None

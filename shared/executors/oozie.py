@@ -1,7 +1,8 @@
 """Oozie executor: each action attempt is a one-action Oozie workflow.
 
 Its ``workflow.xml`` (schema ``uri:oozie:workflow:0.5``; ``<java>`` for COMMAND_LINE,
-``<shell>`` for SHELL, ``<map-reduce>`` for MAP_REDUCE, ``<spark>`` for SPARK) is written
+``<shell>`` for SHELL, ``<map-reduce>`` for MAP_REDUCE, ``<spark>`` for SPARK, ``<sqoop>``
+for SQOOP) is written
 over WebHDFS to an application path of its own, then
 submitted with ``oozie.wf.external.id`` = the attempt's external id and the workflow
 notification URL pointing at the callback service (with the action's secret).
@@ -20,6 +21,7 @@ from shared.executors.base import FOLLOW_INTERVAL, JobRequest, JobState, JobStat
 from shared.executors.log_tail import LineTail
 from shared.hadoop.mapreduce import job_properties
 from shared.hadoop.oozie import TERMINAL, Oozie, OozieError
+from shared.hadoop.sqoop import import_arguments
 from shared.hadoop.streaming import join_args
 from shared.hadoop.webhdfs import WebHdfs
 from shared.storage.names import path_name
@@ -29,6 +31,9 @@ log = logging.getLogger(__name__)
 WF_NS = "uri:oozie:workflow:0.5"
 SHELL_NS = "uri:oozie:shell-action:0.3"
 SPARK_NS = "uri:oozie:spark-action:0.2"
+# The newest 0.x of Oozie 5.2.1's sqoop-action schemas (0.2 to 0.4, and 1.0), like the
+# other actions' 0.x schemas (tests/data/oozie/README.md).
+SQOOP_NS = "uri:oozie:sqoop-action:0.4"
 NODE = "pingo-action"
 # Oozie serves a job's log whole on every request: a followed log is asked for again this
 # often (the log streamer filters the server's log files each time, so not faster).
@@ -140,6 +145,14 @@ class OozieExecutor:
             ET.SubElement(body, "arg").text = arg
         await self._shipped(body, job.action_folder, skip=job.application)
 
+    def _sqoop(self, body: ET.Element, job: JobRequest) -> None:
+        """``<sqoop>`` (``uri:oozie:sqoop-action:0.4``): Hadoop properties in ``<configuration>``,
+        ``import`` and its options one ``<arg>`` each (a ``<command>`` line would be split at
+        spaces, a query's among them); Sqoop's jars come from Oozie's share lib."""
+        self._configuration(body, {"mapred.job.queue.name": "${queueName}", **job.configuration})
+        for arg in ["import", *import_arguments(job.sqoop, job.arguments[-1])]:
+            ET.SubElement(body, "arg").text = arg
+
     async def workflow_xml(self, job: JobRequest) -> bytes:
         app = ET.Element("workflow-app", {"xmlns": WF_NS, "name": path_name(f"pingo-{job.name}")})
         ET.SubElement(app, "start", {"to": NODE})
@@ -150,6 +163,8 @@ class OozieExecutor:
             body = ET.SubElement(action, "map-reduce")
         elif job.type == ActionType.SPARK:
             body = ET.SubElement(action, "spark", {"xmlns": SPARK_NS})
+        elif job.type == ActionType.SQOOP:
+            body = ET.SubElement(action, "sqoop", {"xmlns": SQOOP_NS})
         else:
             body = ET.SubElement(action, "shell", {"xmlns": SHELL_NS})
         ET.SubElement(body, "job-tracker").text = "${jobTracker}"
@@ -158,6 +173,8 @@ class OozieExecutor:
             await self._map_reduce(body, job)
         elif job.type == ActionType.SPARK:
             await self._spark(body, job)
+        elif job.type == ActionType.SQOOP:
+            self._sqoop(body, job)
         else:
             settings = {"mapred.job.queue.name": "${queueName}"}
             if job.type == ActionType.COMMAND_LINE:
@@ -202,8 +219,8 @@ class OozieExecutor:
         }
         if job.type in (ActionType.COMMAND_LINE, ActionType.MAP_REDUCE) and job.action_folder:
             properties["oozie.libpath"] = self.hdfs_uri(job.action_folder)
-        if job.type in (ActionType.MAP_REDUCE, ActionType.SPARK):
-            # Hadoop streaming's and Spark's jars come from Oozie's share lib.
+        if job.type in (ActionType.MAP_REDUCE, ActionType.SPARK, ActionType.SQOOP):
+            # Hadoop streaming's, Spark's and Sqoop's jars come from Oozie's share lib.
             properties["oozie.use.system.libpath"] = "true"
         return await self.oozie.submit(properties, job.external_id, do_as=job.owner)
 

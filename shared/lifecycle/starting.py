@@ -25,6 +25,7 @@ from shared.config import Settings
 from shared.errors import Refused
 from shared.events import EventType
 from shared.executors.base import Executor, JobFenced, JobRequest
+from shared.hadoop.sqoop import sqoop_fields
 from shared.lifecycle import attempts, cutoff, reserving
 from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import CannotReplan, Replans
@@ -387,6 +388,7 @@ class Starter:
             mapreduce_api=definition.get("mapreduceApi") or "mapred",
             application=definition.get("application"),
             spark_opts=definition.get("sparkOpts") or [],
+            sqoop=sqoop_fields(definition),
         )
 
     def notify_url(self, action: ActionDoc) -> str:

@@ -64,6 +64,18 @@ CASES = {
     "spark jar": request(ActionType.SPARK, application="app.jar", main_class="org.example.Main", configuration={}),
     "shell": request(ActionType.SHELL, command=["python3", "job.py"]),
     "java": request(ActionType.COMMAND_LINE, main_class="org.example.Main"),
+    "sqoop": request(
+        ActionType.SQOOP,
+        arguments=["/pingo/.pingo-attempts/out"],
+        sqoop={
+            "connect": "jdbc:postgresql://db/shop",
+            "query": "SELECT id, note FROM t WHERE $CONDITIONS",
+            "splitBy": "id",
+            "mappers": 2,
+            "username": "reader",
+            "passwordFile": "/secrets/shop",
+        },
+    ),
 }
 
 
@@ -111,6 +123,15 @@ async def test_each_action_types_workflow_xml_is_valid_against_oozies_schemas(ex
         assert body.findtext("s:spark-opts", namespaces=ns) == "--conf spark.ui.enabled=false --executor-memory 1g"
         assert [a.text for a in body.findall("s:arg", namespaces=ns)] == CASES[case].arguments
         assert "count.py" not in [f.text.rsplit("#", 1)[1] for f in body.findall("s:file", namespaces=ns)]
+    if case == "sqoop":
+        # One <arg> each: the query keeps its spaces; properties are the job's configuration.
+        sq = {"q": "uri:oozie:sqoop-action:0.4"}
+        args = [a.text for a in body.findall("q:arg", namespaces=sq)]
+        assert args[:3] == ["import", "--connect", "jdbc:postgresql://db/shop"]
+        assert args[args.index("--query") + 1] == "SELECT id, note FROM t WHERE $CONDITIONS"
+        assert args[-2:] == ["--target-dir", "/pingo/.pingo-attempts/out"]
+        props = [(p.findtext("q:name", namespaces=sq), p.findtext("q:value", namespaces=sq)) for p in body.iter()]
+        assert ("mapreduce.job.reduces", "2") in props
 
 
 def on_cluster(body: dict[str, Any], folders: dict[str, str]) -> dict[str, Any]:

@@ -5,7 +5,8 @@ app under Pingo's folder, ``user.name`` Pingo, ``doAs`` the owner, an external i
 notification URL): an fs action in the server, a shell action as a real YARN application
 whose launcher calls back to ``/callback``, and a streaming map-reduce action (the
 launcher, then the MapReduce job it submits, read back from the JobHistoryServer); Oozie
-tells Pingo the workflow's end on its notification URL. A running workflow is killed."""
+tells Pingo the workflow's end on its notification URL. A running workflow is killed.
+Pingo's executor runs shell, streaming and sqoop actions."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from shared.executors.oozie import OozieExecutor
 from shared.hadoop.oozie import TERMINAL, Oozie
 from shared.hadoop.webhdfs import WebHdfs
 from shared.workflow_spec import ActionType
+from tests.support.postgres import USER as POSTGRES_USER
+from tests.support.postgres import postgres_server
 from tests.support.workflows import ROOT
 
 pytestmark = pytest.mark.real_hadoop
@@ -330,3 +333,38 @@ async def _notification_listener(into: list[dict[str, str]]) -> tuple[web.AppRun
     port = free_ports(1)[0]
     await web.TCPSite(runner, "127.0.0.1", port).start()
     return runner, f"http://127.0.0.1:{port}/notify"
+
+
+async def test_pingos_oozie_executor_runs_a_sqoop_import_on_real_oozie(real_oozie: OozieServer) -> None:
+    """A SQOOP action as Pingo writes it (``<sqoop>``, its arguments one ``<arg>`` each, the
+    password file on HDFS) on Oozie's sqoop sharelib: Sqoop 1.4.7 imports a PostgreSQL
+    table as a MapReduce job on YARN, as the action's owner."""
+    cluster = real_oozie.cluster
+    fs, oozie = clients(cluster, real_oozie.url)
+    executor = OozieExecutor(oozie, fs, cluster.name_node, cluster.resource_manager, "default",
+                             f"{cluster.hdfs_root}/oozie-apps")  # fmt: skip
+    run = uuid.uuid4().hex[:8]
+    output, password = f"/user/{OWNER}/cities-{run}", f"{cluster.hdfs_root}/db-{run}.password"
+    try:
+        with postgres_server() as db:
+            db.sql("CREATE TABLE cities (id int PRIMARY KEY, name text); INSERT INTO cities VALUES (1, 'Lyon'), "
+                   "(2, 'Nantes');")  # fmt: skip
+            await fs.create(password, b"unused: the tests' PostgreSQL trusts its users")
+            job = JobRequest(action_id="a-sqoop", external_id=f"real-executor-sqoop-{run}", type=ActionType.SQOOP,
+                             name="cities", action_folder=None, main_class=None, command=None, arguments=[output],
+                             configuration={"mapreduce.job.name": f"cities-{run}"}, owner=OWNER,
+                             notify_url="http://127.0.0.1:9/unheard",
+                             sqoop={"connect": db.jdbc_url, "table": "cities", "username": POSTGRES_USER,
+                                    "passwordFile": password})  # fmt: skip
+            job_id = await executor.submit(job)
+            started = time.monotonic()
+            status = await executor.status(job_id)
+            while status.state in (JobState.PREP, JobState.RUNNING) and time.monotonic() - started < JOB_TIMEOUT:
+                await asyncio.sleep(2)
+                status = await executor.status(job_id)
+            print(f"\nSqoop import through real Oozie: {time.monotonic() - started:.0f} s")
+        assert status.state == JobState.SUCCEEDED, status
+        assert (await fs.open(f"{output}/part-m-00000")).decode().splitlines() == ["1,Lyon", "2,Nantes"]
+    finally:
+        await oozie.close()
+        await fs.close()

@@ -83,6 +83,16 @@ def test_a_java_map_reduce_action_names_its_api() -> None:
     assert "mapreduceApi" not in old and new["mapreduceApi"] == "mapreduce"
 
 
+def test_a_sqoop_import_is_written_in_the_languages_words() -> None:
+    wf = Workflow("imports")
+    wf.sqoop("cities", "jdbc:postgresql://db/geo", table="cities", columns=["id", "name"], where="id > 1",
+             username="reader", password_file="/etc/geo.password", cache_version="snapshot-1")  # fmt: skip
+    wf.sqoop("query", "jdbc:postgresql://db/geo", query="SELECT id FROM t WHERE $CONDITIONS", mappers=2)
+    (action,) = wf.to_json()["actions"][:1]
+    assert action["columnNames"] == ["id", "name"] and action["passwordFile"] == "/etc/geo.password"
+    assert [v.loc for v in wf.validate()] == ["actions[1].splitBy"]
+
+
 def test_a_parent_must_be_an_action_of_the_same_workflow() -> None:
     one, other = Workflow("one"), Workflow("other")
     a = one.shell("a", ["true"])
