@@ -1,6 +1,7 @@
 """The event bus port, with a RabbitMQ adapter and an in-process one."""
 
-from shared.bus.base import Bus, Handler, bind_type, topic_matches
+from shared.bus.base import Bus, Handler, bind_type
+from shared.bus.memory import topic_matches
 from shared.config import Settings
 
 

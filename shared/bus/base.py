@@ -49,16 +49,3 @@ def bind_type(pattern: str) -> str:
     (``Event.routing_key``), so ``action.ready`` binds ``action.ready.#``. An event routed by
     its type alone (published before schema 2) matches it too."""
     return f"{pattern}.#"
-
-
-def topic_matches(pattern: str, key: str) -> bool:
-    """AMQP topic matching: ``*`` is one word, ``#`` zero or more."""
-
-    def match(p: list[str], k: list[str]) -> bool:
-        if not p:
-            return not k
-        if p[0] == "#":
-            return any(match(p[1:], k[i:]) for i in range(len(k) + 1))
-        return bool(k) and (p[0] == "*" or p[0] == k[0]) and match(p[1:], k[1:])
-
-    return match(pattern.split("."), key.split("."))

@@ -1,4 +1,6 @@
-"""In-process bus for ``pingo dev`` and unit tests: same interface, no broker."""
+"""In-process bus for ``pingo dev`` and unit tests: same interface, no broker. It routes
+as RabbitMQ's topic exchange does (``topic_matches``): the bindings are worked out once,
+when a queue subscribes, so a publish only matches keys."""
 
 from __future__ import annotations
 
@@ -7,15 +9,30 @@ import logging
 from collections import defaultdict
 
 from shared import logs
-from shared.bus.base import Handler, bind_type, topic_matches
+from shared.bus.base import Handler, bind_type
 from shared.events import Event
 
 log = logging.getLogger(__name__)
 
 
+def topic_matches(pattern: str, key: str) -> bool:
+    """AMQP topic matching: ``*`` is one word, ``#`` zero or more."""
+    return _matches(pattern.split("."), key.split("."))
+
+
+def _matches(p: list[str], k: list[str]) -> bool:
+    if not p:
+        return not k
+    if p[0] == "#":
+        return any(_matches(p[1:], k[i:]) for i in range(len(k) + 1))
+    return bool(k) and (p[0] == "*" or p[0] == k[0]) and _matches(p[1:], k[1:])
+
+
 class MemoryBus:
     def __init__(self) -> None:
         self._queues: dict[str, list[str]] = {}
+        # Per queue, its keys bound (``bind_type``) and split into words: what a publish matches.
+        self._bindings: dict[str, list[list[str]]] = {}
         self._handlers: dict[str, list[tuple[str | None, Handler]]] = defaultdict(list)
         self._next: dict[str, int] = defaultdict(int)
         self._tasks: set[asyncio.Task] = set()
@@ -32,8 +49,9 @@ class MemoryBus:
 
     async def publish(self, event: Event) -> None:
         self.published.append(event)
-        for queue, keys in self._queues.items():
-            if any(topic_matches(bind_type(k), event.routing_key) for k in keys):
+        words = event.routing_key.split(".")
+        for queue, bindings in self._bindings.items():
+            if any(_matches(b, words) for b in bindings):
                 handlers = self._handlers[queue]
                 # Replicas on one queue share its messages, round robin, as on RabbitMQ.
                 i = self._next[queue] % len(handlers)
@@ -52,5 +70,6 @@ class MemoryBus:
 
     async def subscribe(self, queue: str, keys: list[str], handler: Handler) -> None:
         self._queues[queue] = sorted(set(self._queues.get(queue, [])) | set(keys))
+        self._bindings[queue] = [bind_type(k).split(".") for k in self._queues[queue]]
         # With the subscriber's name: its handler's log lines are its own, not the publisher's.
         self._handlers[queue].append((logs.SERVICE.get(), handler))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from shared.bus.base import topic_matches
-from shared.bus.memory import MemoryBus
+from shared.bus.memory import MemoryBus, topic_matches
 from shared.events import Event, EventType, Subject
 
 
