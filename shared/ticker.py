@@ -1,4 +1,6 @@
-"""Wake on an event or on a timer, whichever comes first: events are hints, timers the floor."""
+"""Work on a timer. A service's loop wakes on an event or on a timer, whichever comes
+first: events are hints, timers the floor (``Ticker``, ``forever``). A lease is kept alive
+on a timer while a long step runs (``Heartbeat``)."""
 
 from __future__ import annotations
 
@@ -95,3 +97,32 @@ async def cancel_all(tasks: list[asyncio.Task]) -> None:
             t.cancel()
         _, pending = await asyncio.wait(pending, timeout=1.0)
     tasks.clear()
+
+
+class Heartbeat:
+    """``async with Heartbeat(renew, every, what):`` renews a lease every ``every`` seconds
+    until the block ends, or until ``renew`` answers False (the lease was taken away: the
+    block's own guarded writes find that out). A sweep takes the step over only once its
+    holder stopped renewing (it died). The planner (``shared.lifecycle.submitting``) and a
+    kill's applier (``shared.lifecycle.ending``) hold one (docs/state-machines.md)."""
+
+    def __init__(self, renew: Callable[[], Awaitable[bool]], every: float, what: str) -> None:
+        self._renew, self.every, self.what = renew, every, what
+        self.task: asyncio.Task | None = None
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.every)
+            try:
+                if not await self._renew():
+                    return
+            except Exception:
+                log.warning("could not renew the lease of %s; retrying", self.what, exc_info=True)
+
+    async def __aenter__(self) -> Heartbeat:
+        self.task = asyncio.create_task(self._beat())
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self.task is not None:
+            await cancel_all([self.task])

@@ -28,7 +28,6 @@ from shared.executors.base import Executor, JobState, JobStatus
 from shared.inputs import changed_since
 from shared.lifecycle import attempts, cutoff, reserving
 from shared.lifecycle.following import Following
-from shared.lifecycle.heartbeat import Heartbeat
 from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import Replanner, Replans
 from shared.states import ACTION_IN_FLIGHT, ACTION_KILLED_IN_BULK, ACTION_LIVE, DATASET_BEING_DELETED, ActionState
@@ -39,6 +38,7 @@ from shared.store import actions as acts
 from shared.store import datasets as ds
 from shared.store import workflows as wfs
 from shared.store.actions import ActionDoc
+from shared.ticker import Heartbeat
 
 log = logging.getLogger(__name__)
 A = ActionState

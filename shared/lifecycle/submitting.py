@@ -29,7 +29,6 @@ from shared.hashing import workflow_hashes
 from shared.lifecycle import reserving
 from shared.lifecycle.claims import Claim, meaning, whole
 from shared.lifecycle.cutoff_candidates import may_stand_in, stand_in, stand_ins
-from shared.lifecycle.heartbeat import Heartbeat
 from shared.lifecycle.misses import Miss, explain
 from shared.lifecycle.moves import Mover, outcome
 from shared.metrics import REUSE_HITS, SAVED_SECONDS
@@ -45,6 +44,7 @@ from shared.store import workflows as wfs
 from shared.store.actions import ActionDoc
 from shared.store.records import ActionRecord, WorkflowRecord
 from shared.store.transitions import history_entry
+from shared.ticker import Heartbeat
 from shared.workflow_spec import ActionId, WorkflowSpec, id_order, masked_body
 
 log = logging.getLogger(__name__)
@@ -481,7 +481,8 @@ class Submitter:
         async with PlanningLease(store, self.settings.stale_after, wf_id, token) as lease:
             try:
                 known = await ds.get_many(store, list(hashes.values()))
-                known.update(await ds.get_many(store, stand_ins(known)))
+                if known:  # nothing known (a new lineage): nothing cut off early to stand in
+                    known.update(await ds.get_many(store, stand_ins(known)))
                 gate = StoreGate(store, self.storage, self.mover, self.settings.verify_reuse, wf_id, known)
                 # Claims asked at once only when there is something stored to claim: with nothing
                 # known, no decision waits on the store, and one by one costs no task per action.
