@@ -36,6 +36,7 @@ from shared.store import Store
 from shared.store import actions as acts
 from shared.store import datasets as ds
 from shared.store.actions import ActionDoc
+from shared.workflow_spec import ActionType
 
 log = logging.getLogger(__name__)
 A = ActionState
@@ -95,7 +96,8 @@ class Starter:
             action = await acts.get(self.store, action_id, fields)
             if action is None or action["state"] != A.READY or int(action.get("attempt") or 0) != attempt:
                 return None  # an event about an earlier READY
-            if cutoff.may_be_cut_off(action) and await self.cut_off(action_id):
+            # One with no miss recorded was never computed before: no earlier lineage to cut it off.
+            if action.get("miss") is not None and cutoff.may_be_cut_off(action) and await self.cut_off(action_id):
                 return None
         room = await self.reserve(action)
         if room is None:
@@ -232,7 +234,8 @@ class Starter:
             )
         out, held = [], 0
         for c in candidates:
-            if c["state"] == A.READY and cutoff.may_be_cut_off(c) and await self.cut_off(c["_id"]):
+            ready = c["state"] == A.READY
+            if ready and c.get("miss") is not None and cutoff.may_be_cut_off(c) and await self.cut_off(c["_id"]):
                 continue
             # A READY action starts only with room for its output; a stale lease keeps its own.
             room = await self.reserve(c) if c["state"] == A.READY else {}
@@ -388,7 +391,7 @@ class Starter:
             mapreduce_api=definition.get("mapreduceApi") or "mapred",
             application=definition.get("application"),
             spark_opts=definition.get("sparkOpts") or [],
-            sqoop=sqoop_fields(definition),
+            sqoop=sqoop_fields(definition) if definition["type"] == ActionType.SQOOP else {},
         )
 
     def notify_url(self, action: ActionDoc) -> str:
