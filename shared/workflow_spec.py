@@ -664,7 +664,8 @@ def parse_workflow(
     seen = _unique_ids(actions, positions, violations)
     start, end = _references(body, actions, seen, rejected, violations)
     _graph_problems(actions, seen, start, end, violations)
-    actions, positions = expand(actions, positions, start, end, violations, parsed)  # forEach
+    if any(a.forEach is not None for a in actions):  # a fan-out only where the workflow asks for one
+        actions, positions = expand(actions, positions, start, end, violations, parsed)
     actions = _workflow_cache_version(body, actions, violations)
     violations = [v for j, v in enumerate(violations) if j < documented or v.loc not in placed]
     if violations:
