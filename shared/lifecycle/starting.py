@@ -47,6 +47,13 @@ A = ActionState
 ReadyEvent = tuple[str, int, str, int | None]
 
 
+def may_be_cut_off(action: ActionDoc) -> bool:
+    """Whether early cutoff looks at this start. One with no miss recorded was never
+    computed before: no earlier lineage to cut it off, so its rules are not asked (as the
+    READY event's payload does not ask them, ``shared.lifecycle.effects``)."""
+    return action.get("miss") is not None and cutoff.may_be_cut_off(action)
+
+
 class Ending(Protocol):
     """How a start that cannot go on ends its action (``shared.lifecycle.ending``)."""
 
@@ -96,8 +103,7 @@ class Starter:
             action = await acts.get(self.store, action_id, fields)
             if action is None or action["state"] != A.READY or int(action.get("attempt") or 0) != attempt:
                 return None  # an event about an earlier READY
-            # One with no miss recorded was never computed before: no earlier lineage to cut it off.
-            if action.get("miss") is not None and cutoff.may_be_cut_off(action) and await self.cut_off(action_id):
+            if may_be_cut_off(action) and await self.cut_off(action_id):
                 return None
         room = await self.reserve(action)
         if room is None:
@@ -235,10 +241,10 @@ class Starter:
         out, held = [], 0
         for c in candidates:
             ready = c["state"] == A.READY
-            if ready and c.get("miss") is not None and cutoff.may_be_cut_off(c) and await self.cut_off(c["_id"]):
+            if ready and may_be_cut_off(c) and await self.cut_off(c["_id"]):
                 continue
             # A READY action starts only with room for its output; a stale lease keeps its own.
-            room = await self.reserve(c) if c["state"] == A.READY else {}
+            room = await self.reserve(c) if ready else {}
             if room is None:
                 held += 1
                 continue
