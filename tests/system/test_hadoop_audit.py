@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from tests.system.test_early_cutoff import history
 from tests.system.test_hadoop_system import Hadoop, hadoop  # noqa: F401  (the fixture)
 
 DICE = """import os, sys
@@ -42,11 +43,14 @@ async def test_misses_and_non_determinism_on_the_cluster(hadoop: Hadoop) -> None
     forced = copy.deepcopy(body)
     for a in forced["actions"]:
         a["forceComputation"] = True
+    before = await history(hadoop, first["createdAt"])
     again = by_local(await hadoop.run(forced))
     assert again[1]["state"] == again[2]["state"] == "FINISHED"
     assert again[1]["nondeterministic"] is not None, again[1]
     assert again[1]["nondeterministic"]["previousAction"] == by_local(first)[1]["id"]
     assert again[2]["nondeterministic"] is None, again[2]
+    after = await history(hadoop, first["createdAt"])  # the random one counted, the steady one not
+    assert after["actions_nondeterministic"] - before["actions_nondeterministic"] == 1, (before, after)
     assert "same lineage" in again[2]["miss"]["summary"]
 
     changed = copy.deepcopy(body)
