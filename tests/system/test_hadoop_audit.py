@@ -58,3 +58,10 @@ async def test_misses_and_non_determinism_on_the_cluster(hadoop: Hadoop) -> None
     wf = by_local(await hadoop.run(changed))
     assert wf[1]["decision"] == "reuse" and wf[1]["miss"] is None
     assert [c["field"] for c in wf[2]["miss"]["changes"]] == ["command"]
+    # A cacheVersion, planted alone: the dry run names it, and nothing else.
+    versioned = copy.deepcopy(changed)
+    versioned["actions"][0]["cacheVersion"] = "fix-2"
+    code, dry = await hadoop.request("POST", "/api/v1/workflows?dryRun=true", json=versioned)
+    assert code == 200 and by_local(dry)[1]["decision"] == "compute", dry
+    (change,) = by_local(dry)[1]["miss"]["changes"]
+    assert change == {"field": "cacheVersion", "old": None, "new": "fix-2", "parent": None}
