@@ -78,3 +78,4 @@ async def test_the_dag_page_says_what_changed_and_flags_a_non_deterministic_acti
         # The history page counts it.
         await p.goto(system.base + "/history?resolution=1m")
         await expect(p.locator(".nondeterministic-count")).to_have_text(" · ≠ 1 non-deterministic")
+        await expect(p.locator(".cutoff-count")).to_have_text(" · 1 of the reused cut off early")
