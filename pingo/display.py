@@ -291,6 +291,8 @@ def actions_table(actions: list[dict[str, Any]]) -> RenderableType:
             note = f"attempt {a.get('attempts')} failed; retry in {duration(max(0.0, a['retryAt'] - time.time()))}"
         elif len(a.get("attemptLog") or []) > 1:
             note = f"{len(a['attemptLog'])} attempts"
+        elif cut_off(a):
+            note = "cut off early"
         if a.get("nondeterministic"):
             note = f"non-deterministic{'; ' + note if note else ''}"
         table.add_row(
@@ -312,13 +314,24 @@ def actions_table(actions: list[dict[str, Any]]) -> RenderableType:
     return Group(table, *errors) if errors else table
 
 
+def cut_off(a: dict[str, Any]) -> bool:
+    """It ended REUSED at its start: a parent's output was an earlier lineage's (docs/
+    planning.md, "Early cutoff"; its reason says so)."""
+    return a.get("state") == "REUSED" and str(a.get("reason") or "").startswith("early cutoff")
+
+
 def audit_lines(a: dict[str, Any]) -> list[Text]:
     """Why a computed action was computed, when an earlier computation of it was compared
-    (docs/planning.md, "Why an action is computed"), and whether its output differs from
+    (docs/planning.md, "Why an action is computed"), or why one planned to compute was
+    cut off early instead, and whether its output differs from
     that lineage's last one ("Determinism audit")."""
     lines = []
     miss = a.get("miss") or {}
-    if a.get("decision") == "compute" and miss.get("against"):
+    if cut_off(a):  # planned to compute, its key being new, then reused at its start
+        line = Text(f"♻ {a['localId']} ", style="dim")
+        line.append(str(a["reason"]) + (f"; its key: {miss['summary']}" if miss.get("against") else ""))
+        lines.append(line)
+    elif a.get("decision") == "compute" and miss.get("against"):
         line = Text(f"↯ {a['localId']} computed: ", style="dim")
         line.append(str(miss["summary"]))
         lines.append(line)

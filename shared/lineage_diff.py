@@ -21,6 +21,8 @@ PARENT = "parent"
 PARENTS_KEY = "parents"
 DEFINITION_KEY = "definition"
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A digest (``sha256:<hex>``, a bare fingerprint): told by its first hex digits in words.
+_DIGEST = re.compile(r"((?:[a-z0-9-]+:)?[0-9a-f]{12})[0-9a-f]{20,}")
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,14 @@ class Change:
             return f"{self.field} added"
         if self.new is None:
             return f"{self.field} removed"
-        return f"{self.field} changed ({self.old} -> {self.new})"
+        return f"{self.field} changed ({_brief(self.old)} -> {_brief(self.new)})"
+
+
+def _brief(value: str) -> str:
+    """A digest cut to what tells two apart at a glance (as ``shared.inputs.changes`` tells
+    an input's); the change keeps it whole."""
+    found = _DIGEST.fullmatch(value)
+    return f"{found.group(1)}…" if found else value
 
 
 def shown(value: Any) -> str:

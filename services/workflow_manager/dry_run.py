@@ -40,7 +40,9 @@ class DryRunInput(InputView):
 class DryRunAction(View):
     localId: ActionId
     name: str
-    hash: str = Field(description="The lineage hash: the dataset this action produces")
+    hash: str = Field(
+        description="The lineage hash: the dataset this action produces or reuses (early cutoff: the twin it reuses)"
+    )
     decision: DryDecision
     reason: str = Field(
         description="The planner's: stored, in_flight, feeds_only_reused, not_stored, forced, unmanaged"
@@ -90,7 +92,7 @@ def _explanation(p: PlannedAction, not_reused: dict[str, str], twins: dict[str, 
     if p.reason == "not_stored":
         return not_reused.get(p.hash, "no stored output has this lineage")
     if p.reason == "stored" and p.hash in twins:
-        return f"early cutoff: its action was cut off to {twins[p.hash]}, byte-identical inputs: reused"
+        return f"early cutoff: its lineage {p.hash[:12]} was cut off to this one, byte-identical inputs: reused"
     if p.reason == "stored":
         return "its output is stored: reused"
     if p.reason == "feeds_only_reused":
@@ -98,6 +100,12 @@ def _explanation(p: PlannedAction, not_reused: dict[str, str], twins: dict[str, 
     if p.follows_local is not None:
         return f"an identical action of this workflow ({p.follows_local!r}) computes it: waits for that one"
     return f"being computed right now by {p.follows}: waits for that computation"
+
+
+def reused_hash(p: PlannedAction, twins: dict[str, str]) -> str:
+    """The dataset the action produces, or the twin the submission reuses in place of its
+    cut-off lineage's (docs/planning.md, "Early cutoff", step 3), as the submitted action says."""
+    return twins.get(p.hash, p.hash) if p.reason == "stored" else p.hash
 
 
 def dry_run(found: Preview, name: str, paths: dict, root: str) -> DryRun:
@@ -111,7 +119,7 @@ def dry_run(found: Preview, name: str, paths: dict, root: str) -> DryRun:
         if not p.spec.isManaged:
             output = paths.get(aid, {}).get("output_path")
         elif decision == "reuse":
-            output = known[found.twins.get(p.hash, p.hash)]["path"]
+            output = known[reused_hash(p, found.twins)]["path"]
         elif decision == "compute":
             output = posixpath.join(root, p.hash)
         else:
@@ -130,7 +138,7 @@ def dry_run(found: Preview, name: str, paths: dict, root: str) -> DryRun:
             explanation = f"{told}; {explanation}"
         rows.append(
             DryRunAction(
-                localId=aid, name=p.spec.name, hash=p.hash, decision=decision, reason=p.reason,
+                localId=aid, name=p.spec.name, hash=reused_hash(p, found.twins), decision=decision, reason=p.reason,
                 explanation=explanation, parents=p.spec.parents, outputPath=output, follows=follows, inputs=inputs,
                 miss=Miss.model_validate(misses[aid].document()) if aid in misses else None,
             )

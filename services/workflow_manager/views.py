@@ -611,6 +611,9 @@ class Totals(View):
     actions_nondeterministic: int = Field(
         0, description="Recomputations whose output differed from their lineage's last one (docs/planning.md)"
     )
+    actions_cut_off: int = Field(
+        0, description="Of actions_reused: cut off early, a parent's output being an earlier lineage's (planning.md)"
+    )
     failures: dict[str, int] = Field(description="Failed actions by reason")
 
 

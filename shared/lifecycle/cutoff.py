@@ -53,6 +53,7 @@ class Cutoff:
     hash: str
     path: str
     reason: str
+    saved_seconds: float  # the mean compute time of the output reused (the history statistics')
 
 
 async def reusable(store: Store, storage: Storage, action: dict[str, Any]) -> Cutoff | None:
@@ -90,7 +91,8 @@ async def reusable(store: Store, storage: Storage, action: dict[str, Any]) -> Cu
         return None
     which = next(h for h in lineage["parents"] if h in twins)
     parent, workflow = named.get(which, which[:12]), twins[which].get("workflow") or "an earlier workflow"
-    return Cutoff(h, doc["path"], f"early cutoff: parent {parent}'s output is identical to {workflow}'s")
+    reason = f"early cutoff: parent {parent}'s output is identical to {workflow}'s"
+    return Cutoff(h, doc["path"], reason, ds.mean_seconds(doc) or 0.0)
 
 
 def _against(action: dict[str, Any]) -> str | None:

@@ -234,6 +234,11 @@ def _computed(d: Doc) -> dict[str, float]:
     }  # fmt: skip
 
 
+def _cut_off(d: Doc) -> dict[str, float]:
+    """A reuse found at its start (docs/planning.md, "Early cutoff"), counted as one too."""
+    return {"actions_reused": 1, "actions_cut_off": 1, "saved_seconds": d.get("saved_seconds") or 0.0}
+
+
 ACTION_EFFECTS: dict[ActionState, tuple[Effect, ...]] = {
     A.READY: (Effect(events=_events(EventType.ACTION_READY)), _REOPEN),
     A.WAITING: (_REOPEN,),
@@ -261,9 +266,9 @@ ACTION_EFFECTS: dict[ActionState, tuple[Effect, ...]] = {
     # Planned or re-planned to follow a computation in flight, or moved to the successor.
     A.FOLLOWING: (Effect(events=_events(EventType.ACTION_FOLLOWING)), _REOPEN),
     # Every way to REUSED is announced: planned so (its stored output), re-planned from
-    # SKIPPED (its output is read after all), or the computation it followed committed.
-    # Only the last is counted here and may end its workflow; planned REUSED actions are
-    # counted with their submission.
+    # SKIPPED (its output is read after all), the computation it followed committed, or cut
+    # off early at its start. The last two are counted here and may end its workflow;
+    # planned REUSED actions are counted with their submission.
     A.REUSED: (
         Effect(events=_events(EventType.ACTION_REUSED)),
         Effect(
@@ -271,6 +276,14 @@ ACTION_EFFECTS: dict[ActionState, tuple[Effect, ...]] = {
             at="finished_at",
             settle=True,
             after=frozenset({A.FOLLOWING}),
+            open_delta=-1,
+        ),
+        # docs/planning.md, "Early cutoff": READY -> REUSED is only ever a cutoff.
+        Effect(
+            counters=_cut_off,
+            at="finished_at",
+            settle=True,
+            after=frozenset({A.READY}),
             open_delta=-1,
         ),
     ),

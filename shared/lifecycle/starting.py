@@ -170,7 +170,8 @@ class Starter:
         twin = {"hash": found.hash}
         moved = await self.mover.action(
             action_id, A.REUSED, by=self.owner, sources=[A.READY], where={"kill_requested": {"$ne": True}},
-            set={"output_path": found.path, "twin": twin, "reason": found.reason, "finished_at": time.time()},
+            set={"output_path": found.path, "twin": twin, "reason": found.reason, "finished_at": time.time(),
+                 "saved_seconds": found.saved_seconds},
             note=found.reason,
         )  # fmt: skip
         if moved is None:

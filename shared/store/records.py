@@ -307,6 +307,7 @@ class Totals:
     bytes_written: int = 0
     bytes_deleted: int = 0
     actions_nondeterministic: int = 0
+    actions_cut_off: int = 0  # of actions_reused: cut off early at their start (docs/planning.md)
     failures: dict[str, int] = field(default_factory=dict)
 
     @classmethod

@@ -55,6 +55,13 @@ async def test_a_random_output_recomputed_is_flagged_and_counted(system: Api):
     assert await nondeterministic_total(system, since) == 1
     text = await pingo(system.base, "status", again["id"])
     assert f"≠ 1 non-deterministic: its output differs from its lineage's last ({flag['previousChecksum'][:12]}" in text
+    # Invalidated by hand and computed again: compared with the output it withdrew.
+    status, body = await system.request("POST", f"/api/v1/datasets/{only(again)['hash']}/invalidate")
+    assert status == 200, body
+    third = await system.run(workflow("dice", "os.urandom(32)"))
+    assert only(third)["decision"] == "compute", only(third)
+    assert only(third)["nondeterministic"]["previousChecksum"] == flag["checksum"], only(third)
+    assert await nondeterministic_total(system, since) == 2
 
 
 async def test_a_deterministic_output_recomputed_is_never_flagged(system: Api):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,11 +56,27 @@ async def test_a_changed_root_input_computes_the_whole_chain(system: Api, settin
     assert all(a["miss"]["changes"] for a in again["actions"]), again["actions"]
 
 
+async def history(system: Api, since: float) -> dict[str, Any]:
+    status, body = await system.request(
+        "GET", "/api/v1/history/stats", params={"resolution": "1m", "from": str(since - 60), "to": str(time.time() + 1)}
+    )
+    assert status == 200, body
+    return body["totals"]
+
+
 async def test_a_touched_root_input_recomputes_the_root_only(system: Api, settings: Settings) -> None:
     corpus, first = await a_chain_run_once(system, settings, "abcd")
     touch(corpus / "part-00000")
+    before = await history(system, first["createdAt"])
     again = await system.run(chain(corpus))
     assert states(again) == {1: "FINISHED", **dict.fromkeys(range(2, LENGTH + 1), "REUSED")}
+    # Counted as reuses, and as cutoffs, in the history statistics; each cut-off action's
+    # end counted down its workflow's live actions (it settled on the last one's end).
+    after = await history(system, first["createdAt"])
+    added = {k: after[k] - before[k] for k in ("actions_computed", "actions_reused", "actions_cut_off")}
+    assert added == {"actions_computed": 1, "actions_reused": 9, "actions_cut_off": 9}, (before, after)
+    assert after["saved_seconds"] > before["saved_seconds"], (before, after)
+    assert again["openActions"] == 0, again
     # The root's output is byte-identical to the first run's: the children say so.
     row = {a["localId"]: a for a in again["actions"]}
     assert f"early cutoff: parent 1's output is identical to {first['id']}'s" in row[2]["reason"], row[2]
@@ -77,6 +94,8 @@ async def test_a_touched_root_input_recomputes_the_root_only(system: Api, settin
     third = await system.run(chain(corpus))
     assert states(third) == {**dict.fromkeys(range(1, LENGTH), "SKIPPED"), LENGTH: "REUSED"}
     assert third["actions"][-1]["outputPath"] == was[LENGTH]["outputPath"]
+    # The dry run named the dataset the submission reuses: the twin's, not the cut-off one's.
+    assert dry["actions"][-1]["hash"] == third["actions"][-1]["hash"] == was[LENGTH]["hash"]
 
 
 @pytest.fixture

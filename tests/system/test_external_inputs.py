@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.system import Api
 from tests.support.workflows import ROOT, shell_action
 
@@ -99,6 +101,7 @@ async def test_an_edited_input_is_a_miss_for_its_readers_only(system: Api, setti
     assert [i["changes"] for i in plan["actions"][0]["inputs"]] == [[]]
 
 
+@pytest.mark.settings(input_max_files=3)
 async def test_a_value_marked_not_an_input_is_text_and_an_unreadable_one_is_refused(system: Api, settings) -> None:
     corpus = corpus_at(settings.allowed_output_roots[0] / "ref", "1")
     body = reading(str(corpus), "marked")
@@ -114,6 +117,15 @@ async def test_a_value_marked_not_an_input_is_text_and_an_unreadable_one_is_refu
     body["actions"][0]["additionalInput"][-1] = {"value": "/etc/hostname"}
     code, out = await system.request("POST", "/api/v1/workflows?dryRun=true", json=body)
     assert code == 200 and out["actions"][0]["inputs"] == []
+    # A folder past the bound (PINGO_INPUT_MAX_FILES) is refused, saying so, not fingerprinted in part.
+    big = settings.allowed_output_roots[0] / "big"
+    big.mkdir()
+    for n in range(4):
+        (big / f"part-{n:05d}").write_text("x")
+    code, out = await system.request("POST", "/api/v1/workflows", json=reading(str(big), "big"))
+    assert code == 422 and out["violations"][0]["loc"] == "actions[0].additionalInput[3]", out
+    assert "more than 3 files" in out["violations"][0]["message"], out
+    assert "PINGO_INPUT_MAX_FILES" in out["violations"][0]["message"], out
 
 
 async def test_a_changed_cache_version_is_a_miss(system: Api) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from tests.system.test_early_cutoff import history
 from tests.system.test_hadoop_system import Hadoop, hadoop  # noqa: F401  (the fixture)
 
 DICE = """import os, sys
@@ -42,11 +43,14 @@ async def test_misses_and_non_determinism_on_the_cluster(hadoop: Hadoop) -> None
     forced = copy.deepcopy(body)
     for a in forced["actions"]:
         a["forceComputation"] = True
+    before = await history(hadoop, first["createdAt"])
     again = by_local(await hadoop.run(forced))
     assert again[1]["state"] == again[2]["state"] == "FINISHED"
     assert again[1]["nondeterministic"] is not None, again[1]
     assert again[1]["nondeterministic"]["previousAction"] == by_local(first)[1]["id"]
     assert again[2]["nondeterministic"] is None, again[2]
+    after = await history(hadoop, first["createdAt"])  # the random one counted, the steady one not
+    assert after["actions_nondeterministic"] - before["actions_nondeterministic"] == 1, (before, after)
     assert "same lineage" in again[2]["miss"]["summary"]
 
     changed = copy.deepcopy(body)
@@ -54,3 +58,10 @@ async def test_misses_and_non_determinism_on_the_cluster(hadoop: Hadoop) -> None
     wf = by_local(await hadoop.run(changed))
     assert wf[1]["decision"] == "reuse" and wf[1]["miss"] is None
     assert [c["field"] for c in wf[2]["miss"]["changes"]] == ["command"]
+    # A cacheVersion, planted alone: the dry run names it, and nothing else.
+    versioned = copy.deepcopy(changed)
+    versioned["actions"][0]["cacheVersion"] = "fix-2"
+    code, dry = await hadoop.request("POST", "/api/v1/workflows?dryRun=true", json=versioned)
+    assert code == 200 and by_local(dry)[1]["decision"] == "compute", dry
+    (change,) = by_local(dry)[1]["miss"]["changes"]
+    assert change == {"field": "cacheVersion", "old": None, "new": "fix-2", "parent": None}

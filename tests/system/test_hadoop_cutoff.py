@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.workflows import JOBS
+from tests.system.test_early_cutoff import history
 from tests.system.test_hadoop_system import Hadoop, hadoop, hdfs_action
 
 __all__ = ["hadoop"]  # the fixture, used by name
@@ -45,15 +46,23 @@ async def test_a_touched_hdfs_input_recomputes_the_root_only(hadoop: Hadoop) -> 
     first = await hadoop.run(chain("/pingo/outputs/cut-corpus"))
     assert set(states(first).values()) == {"FINISHED"}, [(a["localId"], a["error"]) for a in first["actions"]]
     touch(corpus / "part-00000")  # a new modification time: a new key for the root, the same bytes
+    before = await history(hadoop, first["createdAt"])
     again = await hadoop.run(chain("/pingo/outputs/cut-corpus"))
     assert states(again) == {1: "FINISHED", **dict.fromkeys(range(2, LENGTH + 1), "REUSED")}
+    after = await history(hadoop, first["createdAt"])  # counted as reuses and as cutoffs
+    assert after["actions_cut_off"] - before["actions_cut_off"] == LENGTH - 1, (before, after)
+    assert after["actions_reused"] - before["actions_reused"] == LENGTH - 1 and again["openActions"] == 0
     row = {a["localId"]: a for a in again["actions"]}
     assert f"early cutoff: parent 1's output is identical to {first['id']}'s" in row[2]["reason"], row[2]
     was = {a["localId"]: a for a in first["actions"]}
     assert all(row[i]["outputPath"] == was[i]["outputPath"] for i in range(2, LENGTH + 1))
-    # Planned again: the leaf's first-run output stands in for the cut-off one; nothing computes.
+    # Planned again: the leaf's first-run output stands in for the cut-off one; nothing
+    # computes, and the dry run names the dataset the submission reuses.
+    code, dry = await hadoop.request("POST", "/api/v1/workflows?dryRun=true", json=chain("/pingo/outputs/cut-corpus"))
+    assert code == 200 and dry["totals"]["compute"] == 0, dry
     third = await hadoop.run(chain("/pingo/outputs/cut-corpus"))
     assert states(third) == {**dict.fromkeys(range(1, LENGTH), "SKIPPED"), LENGTH: "REUSED"}
+    assert dry["actions"][-1]["hash"] == third["actions"][-1]["hash"] == was[LENGTH]["hash"]
     # The control: the content changed, every action computes.
     (corpus / "part-00000").write_text("abce")
     assert states(await hadoop.run(chain("/pingo/outputs/cut-corpus"))) == dict.fromkeys(

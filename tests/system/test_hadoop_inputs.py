@@ -53,7 +53,7 @@ async def test_an_edited_hdfs_input_is_a_miss_for_its_readers_only(hadoop: Hadoo
     assert states(again) == {1: "FINISHED", 2: "FINISHED", 3: "REUSED"}
 
 
-@pytest.mark.parametrize("hadoop", [{"input_fingerprint": "checksum"}], indirect=True)
+@pytest.mark.parametrize("hadoop", [{"input_fingerprint": "checksum", "input_max_files": 3}], indirect=True)
 async def test_by_checksum_a_same_size_edit_is_a_miss(hadoop: Hadoop) -> None:
     corpus = corpus_at(hadoop, "abcd")
     assert set(states(await hadoop.run(reading("/pingo/outputs/corpus", "hc"))).values()) == {"FINISHED"}
@@ -63,6 +63,15 @@ async def test_by_checksum_a_same_size_edit_is_a_miss(hadoop: Hadoop) -> None:
     )
     assert code == 200 and [a["decision"] for a in plan["actions"]] == ["compute", "compute", "reuse"], plan
     assert plan["actions"][0]["inputs"][0]["changes"][0].startswith("digest ")
+    # A folder past the bound (PINGO_INPUT_MAX_FILES) is refused, saying so, not fingerprinted in part.
+    big = hadoop.hdfs_path("/pingo/outputs/big-corpus")
+    big.mkdir(parents=True)
+    for n in range(4):
+        (big / f"part-{n:05d}").write_text("x")
+    code, out = await hadoop.request("POST", "/api/v1/workflows", json=reading("/pingo/outputs/big-corpus", "hb"))
+    assert code == 422 and out["violations"][0]["loc"] == "actions[0].additionalInput[3]", out
+    assert "more than 3 files" in out["violations"][0]["message"], out
+    assert "PINGO_INPUT_MAX_FILES" in out["violations"][0]["message"], out
 
 
 async def test_an_hdfs_input_changed_while_its_reader_runs_is_found_at_commit(hadoop: Hadoop) -> None:

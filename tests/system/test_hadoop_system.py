@@ -323,6 +323,7 @@ async def test_the_reconcile_sweep_marks_a_dataset_deleted_from_hdfs_lost(hadoop
     assert (await hadoop.db.datasets.find_one({"_id": mid}))["state"] == "STORED"
 
 
+@pytest.mark.parametrize("hadoop", [{"expiry_interval": 0.3}], indirect=True)
 async def test_datasets_by_hand_on_hdfs_invalidate_recomputes_and_delete_removes(hadoop: Hadoop) -> None:
     pair = {"name": "by-hand", "actions": [hdfs_action(1, "bh-mid"), hdfs_action(2, "bh-leaf", [1])]}
     wf = await hadoop.run(pair)
@@ -342,3 +343,15 @@ async def test_datasets_by_hand_on_hdfs_invalidate_recomputes_and_delete_removes
         assert time.time() < deadline, "not deleted in time"
         await asyncio.sleep(0.2)
     assert not hadoop.hdfs_path(mid["outputPath"]).exists()
+    # Pinned and unpinned, then expired: the final output's files go from HDFS once it is due.
+    for change in ({"pinned": True}, {"pinned": False}, {"expiresAt": time.time() + 0.5}):
+        status, body = await hadoop.request("PATCH", f"/api/v1/datasets/{leaf['hash']}", json=change)
+        assert status == 200 and all(body[k] == v for k, v in change.items() if k == "pinned"), body
+    deadline = time.time() + 30
+    while decode(await hadoop.db.datasets.find_one({"_id": leaf["hash"]}))["state"] != "DELETED":
+        assert time.time() < deadline, "not expired in time"
+        await asyncio.sleep(0.2)
+    assert not hadoop.hdfs_path(leaf["outputPath"]).exists()
+    status, shown = await hadoop.request("GET", f"/api/v1/datasets/{leaf['hash']}")
+    notes = [(h["by"], h["note"] or "") for h in shown["history"]]
+    assert ("user", "pinned") in notes and any(n.startswith("expired") for _, n in notes), notes

@@ -21,7 +21,7 @@ RANDOM = (
 
 def audited() -> dict[str, Any]:
     dice = {"id": 2, "name": "dice", "type": "SHELL", "command": ["python3", "-c", RANDOM], "parentActions": [1]}
-    return {"name": "audited", "actions": [shell_action(1, "ui-source"), dice]}
+    return {"name": "audited", "actions": [shell_action(1, "ui-source"), dice, shell_action(3, "ui-child", [1])]}
 
 
 def node(wf: dict[str, Any], local_id: int) -> str:
@@ -37,7 +37,11 @@ async def test_the_dag_page_says_what_changed_and_flags_a_non_deterministic_acti
     forced = copy.deepcopy(changed)
     forced["actions"][1]["forceComputation"] = True
     third = await system.run(forced)
-    assert [w["state"] for w in (first, second, third)] == ["SUCCEEDED"] * 3
+    versioned = copy.deepcopy(changed)  # the source's key is new, its bytes are not
+    versioned["actions"][0]["cacheVersion"] = "2"
+    fourth = await system.run(versioned)
+    assert [w["state"] for w in (first, second, third, fourth)] == ["SUCCEEDED"] * 4
+    assert fourth["actions"][2]["state"] == "REUSED", fourth["actions"][2]
     async with browser() as b, page(b) as p:
         # What changed: the source's input value; the dice names its parent, a link to it.
         await p.goto(f"{system.base}/workflows/{second['id']}")
@@ -64,6 +68,14 @@ async def test_the_dag_page_says_what_changed_and_flags_a_non_deterministic_acti
         await expect(p.locator("#why-computed")).to_contain_text("forceComputation")
         await screenshot(p, "workflow-nondeterministic")
 
+        # Planned to compute, cut off early at its start: it says so, not "Why computed".
+        await p.goto(f"{system.base}/workflows/{fourth['id']}")
+        await p.locator(node(fourth, 3)).click()
+        await expect(p.locator("#why-computed h3")).to_have_text("Cut off early")
+        await expect(p.locator("#cut-off")).to_contain_text("early cutoff: parent 1's output is identical to")
+        await expect(p.locator('#why-computed tr[data-field="parent 1"]')).to_have_count(1)
+
         # The history page counts it.
         await p.goto(system.base + "/history?resolution=1m")
         await expect(p.locator(".nondeterministic-count")).to_have_text(" · ≠ 1 non-deterministic")
+        await expect(p.locator(".cutoff-count")).to_have_text(" · 1 of the reused cut off early")

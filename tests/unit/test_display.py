@@ -258,3 +258,17 @@ def test_datasets_say_what_made_them_where_there_is_room_and_never_squeeze_the_r
     assert "  ingest" in roomy[-1] and roomy[-1].endswith("…")
     tight = fits(to_text(datasets_view(body("STORED_TO_DELETE"))))
     assert tight[-2].split()[-1] == "claims" and "made" not in tight[-2]
+
+
+def test_an_action_cut_off_early_says_so_and_is_not_called_computed():
+    """Planned to compute (its key is new), it ended REUSED at its start: its parent's output
+    was an earlier lineage's (docs/planning.md, "Early cutoff")."""
+    miss = {"summary": "parent 1 changed (since wf-0123456789ab)", "against": {"workflow": "wf-0123456789ab"}}
+    reason = "early cutoff: parent 1's output is identical to wf-0123456789ab's"
+    wf = {"id": "wf-fedcba987654", "name": "reads", "state": "SUCCEEDED", "createdAt": NOW, "finishedAt": NOW,
+          "actions": [action(1, "read", [], "FINISHED", miss={**miss, "summary": "inputs[0].size changed (4 -> 6)"}),
+                      action(2, "count", [1], "REUSED", miss=miss, reason=reason)]}  # fmt: skip
+    lines = fits(to_text(render_status(wf)))
+    assert "cut off early" in row_of(lines, "2")
+    assert "♻ 2 " + reason + "; its key: parent 1 changed (since wf-0123456789ab)" in " ".join(lines)
+    assert not any(line.startswith("↯ 2") for line in lines) and any(line.startswith("↯ 1 computed") for line in lines)

@@ -169,3 +169,32 @@ def test_cache_version_in_python() -> None:
     base, one, every = built(), built(b="2"), built(workflow="2")
     assert base[1] == one[1] and base[2] != one[2]
     assert every[1] != base[1] and every[2] != base[2]
+
+
+class CountingStorage(LocalStorage):
+    """The local storage, counting the fingerprints it takes by path."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.taken: dict[str, int] = {}
+
+    async def input_print(self, path: str, checksum: bool, max_files: int, user: str | None = None):
+        self.taken[path] = self.taken.get(path, 0) + 1
+        return await super().input_print(path, checksum, max_files, user)
+
+
+def test_a_path_read_by_many_actions_is_fingerprinted_once_per_submission(tmp_path: Path) -> None:
+    data = tmp_path / "actions" / "data.csv"
+    data.parent.mkdir(parents=True)
+    data.write_text("a,b\n")
+    body = body_with([str(data)])
+    body["actions"][1]["additionalInput"] = [{"value": str(data)}, {"value": str(data)}]
+    settings = settings_for(tmp_path)
+    storage = CountingStorage(settings.managed_dir)
+    spec, found = parsed(body)
+    prints, violations = asyncio.run(inputs(found, settings, storage, None))
+    assert not violations
+    assert storage.taken == {str(data): 1}
+    spec = with_inputs(spec, prints)
+    assert [len(a.inputs) for a in spec.actions] == [1, 1]  # one input each, the same fingerprint
+    assert spec.actions[0].inputs[0] == spec.actions[1].inputs[0]

@@ -71,3 +71,16 @@ def test_a_changed_parent_is_named_by_its_id():
     assert found[0].describe() == "parent 1 changed"
     # Without the parents' ids, the list is named.
     assert fields(old, new) == ["parents"]
+
+
+def test_a_digest_is_told_briefly_and_kept_whole():
+    """People read the summary next to a plan (the dry run's "why"): a digest is cut to
+    what tells two apart, as an input's changes are; the change keeps it whole."""
+    old, new = "sha256:" + "9e1b" * 16, "sha256:" + "3894" * 16
+    before, after = ({"definition": "{}", "inputs": [{"digest": d}]} for d in (old, new))
+    (change,) = changes(before, after)
+    assert (change.field, change.old, change.new) == ("inputs[0].digest", old, new)
+    assert change.describe() == "inputs[0].digest changed (sha256:9e1b9e1b9e1b… -> sha256:389438943894…)"
+    command = {"definition": json.dumps({"command": ["echo", "a" * 64]})}
+    (plain,) = changes(command, {"definition": json.dumps({"command": ["echo", "b" * 64]})})
+    assert "a" * 64 in plain.describe()  # not a digest: shown as it is

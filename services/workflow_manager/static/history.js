@@ -140,7 +140,10 @@ async function draw() {
     `${Pingo.bytes(t.bytes_written)} written · ${Pingo.bytes(t.bytes_deleted)} deleted`,
     // Recomputations that made other bytes than their lineage's last (docs/planning.md, "Determinism audit").
     t.actions_nondeterministic ? Pingo.el("span", { class: "nondeterministic-count" },
-      ` · ≠ ${t.actions_nondeterministic} non-deterministic`) : null);
+      ` · ≠ ${t.actions_nondeterministic} non-deterministic`) : null,
+    // Reuses found at a start, a parent's output being an earlier lineage's (docs/planning.md, "Early cutoff").
+    t.actions_cut_off ? Pingo.el("span", { class: "cutoff-count" },
+      ` · ${t.actions_cut_off} of the reused cut off early`) : null);
   const users = Object.entries(stats.byUser || {});
   const byUser = users.length ? Pingo.el("table", { id: "by-user" },
     Pingo.el("thead", {}, Pingo.el("tr", {}, ["user", "computed", "reused", "spent", "saved", "from others"]

@@ -163,10 +163,12 @@ async function reusedFrom(a) {
 
 // Why a computed action was computed: what changed since the same action (same name and
 // id, an earlier workflow of the same name) was computed, field by field (docs/planning.md,
-// "Why an action is computed"). A parent is a link to it in this workflow.
+// "Why an action is computed"). A parent is a link to it in this workflow. One planned to
+// compute that was cut off early at its start says so: its key is new, its output is not.
 function whyComputed(a, actions) {
   const m = a.miss;
   if (!m) return null;
+  const cut = a.state === "REUSED" && (a.reason || "").startsWith("early cutoff");
   const byLocal = new Map(actions.map((x) => [String(x.localId), x]));
   const what = (c) => {
     if (!c.parent) return Pingo.el("span", { class: "mono" }, c.field);
@@ -182,7 +184,9 @@ function whyComputed(a, actions) {
   const against = m.against ? [" Compared with ", Pingo.el("a", { href: actionHref(m.against.workflow, m.against.action) },
     m.against.workflow), `, whose output is ${state} now.`] : [];
   const said = m.changes.length ? `${m.changes.length} change(s) since it was last computed.` : `${m.summary}.`;
-  return Pingo.el("section", { id: "why-computed" }, Pingo.el("h3", {}, "Why computed"),
+  return Pingo.el("section", { id: "why-computed" }, Pingo.el("h3", {}, cut ? "Cut off early" : "Why computed"),
+    cut ? Pingo.el("p", { id: "cut-off" },
+      `Not computed: ${a.reason}, so it reuses that workflow's output. Why its key is new:`) : null,
     Pingo.el("p", {}, said[0].toUpperCase() + said.slice(1), ...against),
     rows.length ? Pingo.el("table", { class: "changes" }, Pingo.el("thead", {}, Pingo.el("tr", {},
       ["what changed", "then", "now"].map((h) => Pingo.el("th", {}, h)))), Pingo.el("tbody", {}, rows)) : null);
