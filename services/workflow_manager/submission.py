@@ -86,7 +86,7 @@ async def resolve_paths(
         if a.type not in executor.supports:
             bad("type", f"{a.type.value} actions are not supported by the {executor.name} executor")
         else:
-            for field, why in executor.refusals(a):
+            for field, why in executor.refusals(a, owner):
                 bad(field, why)
         if a.actionFolder:
             if a.actionFolder not in checked:  # thousands of actions usually share a few folders

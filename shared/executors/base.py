@@ -93,9 +93,10 @@ class Executor(Protocol):
     name: str
     supports: frozenset[ActionType]
 
-    def refusals(self, action: ActionSpec) -> list[tuple[str, str]]:
-        """(field, why) for each part of a supported action this executor cannot run:
-        checked at submission, so that the workflow is refused whole, before anything runs."""
+    def refusals(self, action: ActionSpec, owner: str | None = None) -> list[tuple[str, str]]:
+        """(field, why) for each part of a supported action this executor cannot run for
+        ``owner`` (the submitting user; None with users off): checked at submission, so that
+        the workflow is refused whole, before anything runs."""
         ...
 
     async def submit(self, job: JobRequest) -> str:

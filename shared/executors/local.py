@@ -220,6 +220,13 @@ def sqoop_argv(job: JobRequest, classpath: str, work: Path) -> list[str]:
     return [sys.executable, _program("hadoop_emulator.sqoop"), job.arguments[-1], "--", *jvm]
 
 
+OFFLINE_SQOOP = (
+    "a SQOOP action reaches its database over the network, and the sandbox of a user's local job has none "
+    '(docs/users.md, "What a job can reach"): the operator gives it the machine\'s with PINGO_JOB_NETWORK=true, '
+    "where the store and the broker require credentials; or run it on the oozie executor"
+)
+
+
 def _sqoop_missing(classpath: str | None) -> str | None:
     """What this machine lacks to run Sqoop, if anything."""
     if not classpath:
@@ -264,7 +271,7 @@ class LocalExecutor:
             self._runner = await asyncio.to_thread(local_runner.address, self.jobs_dir)
         return self._runner
 
-    def refusals(self, action: ActionSpec) -> list[tuple[str, str]]:
+    def refusals(self, action: ActionSpec, owner: str | None = None) -> list[tuple[str, str]]:
         out = []
         if action.type == ActionType.MAP_REDUCE and not is_streaming(action.mapper):
             # Java classes run on Hadoop's LocalJobRunner, from the Hadoop jars Spark bundles.
@@ -280,7 +287,13 @@ class LocalExecutor:
             out.append(("type", f"SPARK actions need {spark}"))
         elif action.type == ActionType.SQOOP and (missing := _sqoop_missing(self.sqoop_classpath)):
             out.append(("type", f"SQOOP actions need {missing}"))
+        elif action.type == ActionType.SQOOP and self._sandboxed_offline(owner):
+            out.append(("connect", OFFLINE_SQOOP))
         return out
+
+    def _sandboxed_offline(self, owner: str | None) -> bool:
+        """Whether ``owner``'s jobs run in a sandbox with only a loopback of their own."""
+        return self.sandbox is not None and self.sandbox.applies(owner) and not self.sandbox.network
 
     def argv(self, job: JobRequest, job_dir: Path) -> list[str]:
         if job.type == ActionType.SQOOP:
@@ -318,8 +331,13 @@ class LocalExecutor:
         for key in self._secrets(job):
             env.pop(key, None)
         argv = self.argv(job, job_dir)
+        scratch: tuple[Path, ...] = ()
         if job.type == ActionType.SQOOP:
-            (job_dir / "classes").mkdir(mode=0o700)  # on the class path: made before the JVM starts
+            # Sqoop writes its record class's source and class there (classes is on the class
+            # path: made before the JVM starts); a sandbox shows the job these two alone.
+            scratch = (job_dir / "src", job_dir / "classes")
+            for folder in scratch:
+                folder.mkdir(mode=0o700)
         # A Spark job writes where it runs (spark-warehouse, metastore_db): not into its
         # action folder, whose files are part of its lineage hash.
         cwd = (
@@ -332,10 +350,10 @@ class LocalExecutor:
             # The last argument is the attempt's output (docs/planning.md, "The argument contract").
             try:
                 argv, sandboxed = self.sandbox.wrap(
-                    argv, cwd, job_dir, job.inputs, job.action_folder, job.arguments[-1]
+                    argv, cwd, job_dir, job.inputs, job.action_folder, job.arguments[-1], scratch
                 )
             except BaseException:
-                job_dir.rmdir()  # not a job yet: the submit's retry makes it again
+                shutil.rmtree(job_dir, ignore_errors=True)  # not a job yet: the submit's retry makes it again
                 raise
             cwd = str(job_dir)  # bwrap's own; the job's is inside the sandbox (--chdir)
         request = {

@@ -74,7 +74,7 @@ class OozieExecutor:
     def hdfs_uri(self, path: str) -> str:
         return f"{self.name_node}{path}"
 
-    def refusals(self, action: ActionSpec) -> list[tuple[str, str]]:
+    def refusals(self, action: ActionSpec, owner: str | None = None) -> list[tuple[str, str]]:
         out = []
         if action.type == ActionType.MAP_REDUCE:
             for field in ("mapper", "reducer"):

@@ -12,7 +12,8 @@ files), other users' datasets. In the sandbox a job sees the machine read-only, 
 - its parents' datasets and its action folder bound back read-only, and its own attempt
   output writable: the folder of attempts it writes into (``.pingo-attempts``) is an
   empty folder of its own (its "outbox"), whose content the runner moves to where the
-  attempt belongs when the job has ended;
+  attempt belongs when the job has ended; a SQOOP job also gets the two folders of its
+  job folder Sqoop writes its record class in, writable;
 - PID and IPC namespaces of its own (it cannot see or signal any other process; when it
   ends the kernel ends every process it left) and, unless ``PINGO_JOB_NETWORK`` is set,
   a network namespace with only a loopback of its own (no store or broker port);
@@ -171,11 +172,20 @@ class Sandbox:
         return True
 
     def wrap(
-        self, argv: list[str], cwd: str, job_dir: Path, inputs: list[str], action_folder: str | None, output: str
+        self,
+        argv: list[str],
+        cwd: str,
+        job_dir: Path,
+        inputs: list[str],
+        action_folder: str | None,
+        output: str,
+        scratch: tuple[Path, ...] = (),
     ) -> tuple[list[str], dict[str, str]]:
         """The job's argv run in the sandbox (working in ``cwd``) and what the runner
         needs to finish it (its outbox and where the attempt belongs). Its outbox is made
-        here, empty and private, beside the attempt it stands for."""
+        here, empty and private, beside the attempt it stands for. ``scratch`` are folders
+        of its job folder that Pingo's own program for the job writes in (Sqoop's record
+        class): bound back writable at their place, the rest of the job folder hidden."""
         out = Path(output)
         outbox = out.parent / f".{out.name}{OUTBOX_SUFFIX}"
         with contextlib.suppress(FileNotFoundError):
@@ -203,6 +213,8 @@ class Sandbox:
             if any(_inside(path, h) for h in under) and self.may_bind(path):
                 wrapped += ["--ro-bind-try", str(path), str(path)]
         wrapped += ["--bind", str(outbox), str(out.parent)]
+        for path in scratch:
+            wrapped += ["--bind", str(path), str(path)]
         for path in hidden:  # read-only once the binds are made in it: nothing is written there in vain
             wrapped += ["--remount-ro", str(path)]
         # A job that would run in its job folder (which holds its request and kill file)

@@ -17,10 +17,12 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pingo.dev import all_services
+from pingo.minicluster.sqoop_classpath import sqoop_classpath
 from shared.config import Settings
 from shared.executors.base import JobState
 from shared.runtime import Context, running
@@ -28,9 +30,11 @@ from shared.store import users
 from shared.store.embedded import EmbeddedMongo
 from tests.support.dev import pingo, user_env
 from tests.support.net import free_port
+from tests.support.postgres import postgres_server
 from tests.support.processes import marked, spawning_action
 from tests.support.system import Api, make_settings
 from tests.support.workflows import shell_action
+from tests.system.test_sqoop import PASSWORD, READER, log
 
 # Run as alice's job: every way to reach Pingo or bob it can think of; then its own work.
 HOSTILE = r"""
@@ -125,12 +129,12 @@ async def wait_running(api: Api, wf_id: str, timeout: float = 60.0) -> dict:
 
 
 @contextlib.asynccontextmanager
-async def alice_and_bob(base: Path) -> AsyncIterator[tuple[Settings, Context, Api, Api]]:
+async def alice_and_bob(base: Path, **overrides: Any) -> AsyncIterator[tuple[Settings, Context, Api, Api]]:
     """The services in process, authentication required, users alice and bob (not admins),
     the embedded store in Pingo's data folder, and an output root per user."""
     settings = make_settings(
         base, None, auth="required", data_dir=base / "data", output_roots=[base / "home" / "{user}"],
-        auth_cache_seconds=0.5,
+        auth_cache_seconds=0.5, **overrides,
     )  # fmt: skip
     ctx = await Context.open(settings)
     now = time.time()
@@ -269,3 +273,48 @@ def test_without_a_sandbox_a_gateway_beyond_loopback_serves_one_user_only(tmp_pa
     refused = pingo("dev", env={**env, "PINGO_JOB_SANDBOX": "auto", "PATH": str(no_bwrap)})
     assert refused.returncode == 2, refused.stderr[-2000:]
     assert "bwrap not found" in refused.stderr, refused.stderr[-2000:]
+
+
+async def test_a_users_sqoop_import_runs_in_its_sandbox_given_the_network_and_reads_no_hidden_file(
+    base: Path,
+) -> None:
+    """A SQOOP action of a user (docs/users.md, "What a job can reach"): it needs the
+    network to reach its database, which a sandbox has only with PINGO_JOB_NETWORK (refused
+    at submission without); Sqoop compiles its record class in the job's folder, whose two
+    folders for it alone the job sees; its password file is read where the sandbox shows
+    it, and a file the sandbox hides (in another user's output root) is not read."""
+    secret = base / "secrets" / "db.password"
+    secret.parent.mkdir()
+    secret.write_text(PASSWORD)
+    secret.chmod(0o400)
+    with postgres_server() as server:
+        server.sql(f"CREATE TABLE cities (id int PRIMARY KEY, name text); INSERT INTO cities VALUES (1, 'Lyon'); "
+                   f"CREATE ROLE {READER} LOGIN PASSWORD '{PASSWORD}'; "
+                   f"GRANT SELECT ON cities TO {READER};")  # fmt: skip
+        hba = Path(server.sql("SHOW hba_file").strip())
+        hba.write_text(f"host all {READER} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+        server.sql("SELECT pg_reload_conf()")
+
+        def body(password_file: Path) -> dict[str, Any]:
+            sqoop = {"id": 1, "name": "import", "type": "SQOOP", "connect": server.jdbc_url, "table": "cities",
+                     "username": READER, "passwordFile": str(password_file)}  # fmt: skip
+            return {"name": "sqoop", "actions": [sqoop]}
+
+        classpath = sqoop_classpath()
+        async with alice_and_bob(base / "offline", sqoop_classpath=classpath) as (_, _c, alice, _b):
+            answer = await alice.submit(body(secret), expect=422)
+            [violation] = answer["violations"]
+            assert violation["field"] == "connect" and "PINGO_JOB_NETWORK=true" in violation["message"], answer
+        async with alice_and_bob(base, sqoop_classpath=classpath, job_network=True) as (_, _c, alice, _b):
+            wf = await alice.run(body(secret), timeout=120)
+            action = wf["actions"][0]
+            assert wf["state"] == "SUCCEEDED", (await log(alice, action["id"], "stdout"))[-3000:]
+            assert (Path(action["outputPath"]) / "part-m-00000").read_text().splitlines() == ["1,Lyon"]
+            # The same password, in bob's output root: hidden from alice's job.
+            bobs = base / "home" / "bob" / "db.password"
+            bobs.parent.mkdir(parents=True, exist_ok=True)
+            bobs.write_text(PASSWORD)
+            wf = await alice.run(body(bobs), timeout=120)
+            action = wf["actions"][0]
+            assert wf["state"] == "FAILED", action
+            assert f"password file {bobs} does not exist" in await log(alice, action["id"], "stdout")

@@ -6,20 +6,23 @@ notification URL): an fs action in the server, a shell action as a real YARN app
 whose launcher calls back to ``/callback``, and a streaming map-reduce action (the
 launcher, then the MapReduce job it submits, read back from the JobHistoryServer); Oozie
 tells Pingo the workflow's end on its notification URL. A running workflow is killed.
-Pingo's executor runs shell, streaming and sqoop actions."""
+Pingo's executor runs shell, java (a user's jar), streaming and sqoop actions."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from aiohttp import web
 
-from pingo.minicluster.classpath import Unavailable
+from pingo.minicluster.classpath import Unavailable, java_home, resolve_classpath
 from pingo.minicluster.cluster import MiniCluster
 from pingo.minicluster.oozie_server import OozieServer
 from pingo.ports import free_ports
@@ -204,25 +207,70 @@ async def test_a_running_workflow_killed_by_pingos_client_ends_killed_on_real_oo
         await fs.close()
 
 
-async def test_pingos_oozie_executor_runs_shell_actions_on_real_oozie_and_reads_their_end(
-    real_oozie: OozieServer,
+# A user's java action (COMMAND_LINE): Hadoop's FileSystem, as a job on a cluster uses it,
+# writes the system property its configurationParameters set into its output folder.
+HELLO_JAVA = """package org.example;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.Path;
+public class Hello {
+  public static void main(String[] args) throws Exception {
+    Path out = new Path(args[args.length - 1]);
+    try (FSDataOutputStream s = out.getFileSystem(new Configuration()).create(new Path(out, "part-00000"))) {
+      s.write((System.getProperty("greeting") + " from " + args[0] + "\\n").getBytes("UTF-8"));
+    }
+  }
+}
+"""
+
+
+def users_jar(folder: Path) -> Path:
+    """HELLO_JAVA compiled against the cluster's Hadoop jars, in a jar of its own."""
+    source = folder / "src" / "org" / "example" / "Hello.java"
+    source.parent.mkdir(parents=True)
+    source.write_text(HELLO_JAVA)
+    classpath = os.pathsep.join(resolve_classpath(progress=False))
+    bin_ = java_home() / "bin"
+    subprocess.run([str(bin_ / "javac"), "-cp", classpath, "-d", str(folder / "classes"), str(source)], check=True)
+    jar = folder / "hello.jar"
+    subprocess.run([str(bin_ / "jar"), "cf", str(jar), "-C", str(folder / "classes"), "."], check=True)
+    return jar
+
+
+async def test_pingos_oozie_executor_runs_shell_and_java_actions_on_real_oozie_and_reads_their_end(
+    real_oozie: OozieServer, tmp_path: Path
 ) -> None:
     """Pingo's own Oozie executor (shared/executors/oozie.py) writes the workflow, submits
-    it and reads the end of a SHELL action that succeeds and of one that fails."""
+    it and reads the end of a SHELL action that succeeds and of one that fails, and of a
+    COMMAND_LINE action running a user's jar from its action folder (``oozie.libpath``),
+    all at once."""
     cluster = real_oozie.cluster
     fs, oozie = clients(cluster, real_oozie.url)
     executor = OozieExecutor(oozie, fs, cluster.name_node, cluster.resource_manager, "default",
                              f"{cluster.hdfs_root}/oozie-apps")  # fmt: skip
+    run = uuid.uuid4().hex[:8]
+    folder, output = f"{cluster.hdfs_root}/actions/hello-{run}", f"/user/{OWNER}/hello-{run}"
     try:
-        ends = {}
+        await fs.create(f"{folder}/hello.jar", users_jar(tmp_path).read_bytes())
+        jobs = {}
         for name, command in (("greets", ["sh", "-c", "echo hello"]), ("fails", ["sh", "-c", "exit 3"])):
             external_id = f"real-executor-{name}-{uuid.uuid4().hex[:8]}"
-            job = JobRequest(action_id=f"a-{name}", external_id=external_id, type=ActionType.SHELL, name=name,
+            jobs[name] = JobRequest(action_id=f"a-{name}", external_id=external_id, type=ActionType.SHELL, name=name,
                              action_folder=None, main_class=None, command=command, arguments=[], configuration={},
                              notify_url="http://127.0.0.1:9/unheard", owner=OWNER)  # fmt: skip
-            job_id = await executor.submit(job)
-            assert await executor.submit(job) == job_id  # a repeated submit finds the job it made
-            started = time.monotonic()
+        jobs["java"] = JobRequest(action_id="a-java", external_id=f"real-executor-java-{run}",
+                                  type=ActionType.COMMAND_LINE, name="hello", action_folder=folder,
+                                  main_class="org.example.Hello", command=None,
+                                  arguments=["alice's jar", f"{cluster.name_node}{output}"],
+                                  configuration={"greeting": "hello"}, notify_url="http://127.0.0.1:9/unheard",
+                                  owner=OWNER)  # fmt: skip
+        ids = {}
+        for name, job in jobs.items():
+            ids[name] = await executor.submit(job)
+            assert await executor.submit(job) == ids[name]  # a repeated submit finds the job it made
+        ends = {}
+        started = time.monotonic()
+        for name, job_id in ids.items():
             status = await executor.status(job_id)
             while status.state in (JobState.PREP, JobState.RUNNING) and time.monotonic() - started < JOB_TIMEOUT:
                 await asyncio.sleep(2)
@@ -233,6 +281,9 @@ async def test_pingos_oozie_executor_runs_shell_actions_on_real_oozie_and_reads_
         assert ends["fails"].state == JobState.FAILED, ends["fails"]
         # Real Oozie reports the launcher's exit code, 1, not the command's (docs/hadoop-protocol.md).
         assert ends["fails"].error == "1: Main Class [org.apache.oozie.action.hadoop.ShellMain], exit code [1]"
+        assert ends["java"].state == JobState.SUCCEEDED, ends["java"]
+        assert await fs.open(f"{output}/part-00000") == b"hello from alice's jar\n"
+        assert (await fs.status(f"{output}/part-00000"))["owner"] == OWNER
     finally:
         await oozie.close()
         await fs.close()
