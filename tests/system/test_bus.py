@@ -228,7 +228,10 @@ async def test_publish_to_a_hung_broker_holds_up_one_caller_once(node_buses) -> 
     finally:
         node.thaw()
     assert pub.dropped == 20 and pub.down
-    assert took < pub.confirm_timeout + pub.reconnect_wait + 1.0, took
+    # One wait, not twenty: were each publish to wait for its confirm, 20 s would pass. The
+    # bound leaves a loaded machine room (a tight one failed under load) and still fails
+    # if even half of them waited.
+    assert took < 10 * pub.confirm_timeout, took
     # Once it answers again the bus finds out by itself, and events flow again.
     await until("recovered", lambda: not pub.down)
     await pub.publish(event(1))
