@@ -47,8 +47,9 @@ async def budget(api: Api) -> dict:
     return await api.db.budget.find_one({"_id": "storage"}) or {}
 
 
-async def test_usage_never_passes_capacity_when_parallel_writes_would_pass_it(system: Api) -> None:
-    # 140 KB of intermediates stored (nothing claims them once their workflow is done)...
+async def stored_intermediates(system: Api) -> None:
+    """140 KB of intermediates stored (nothing claims them once their workflow is done),
+    and a 1 KB leaf."""
     seed = await system.run(
         {
             "name": "seed",
@@ -60,6 +61,11 @@ async def test_usage_never_passes_capacity_when_parallel_writes_would_pass_it(sy
         }
     )
     assert seed["state"] == "SUCCEEDED"
+
+
+async def test_usage_never_passes_capacity_when_parallel_writes_would_pass_it(system: Api) -> None:
+    # 140 KB of intermediates stored...
+    await stored_intermediates(system)
     # ...then four 40 KB outputs written at once: 300 KB against a 200 KB capacity, had
     # each started as soon as a slot was free.
     wide = {
@@ -221,17 +227,7 @@ async def test_a_first_run_reserves_what_its_largest_input_weighs(system: Api) -
     """Actions never run under their names, with nothing declared: each child reserves the
     size of the largest dataset it reads, so their writes wait for the room the decision
     service frees instead of passing the budget (docs/operations.md, "Storage budget")."""
-    seed = await system.run(
-        {
-            "name": "seed",
-            "actions": [
-                shell_action(1, "seed-a", size_kb=70),
-                shell_action(2, "seed-b", [1], size_kb=70),
-                shell_action(3, "seed-leaf", [2], size_kb=1),
-            ],
-        }
-    )
-    assert seed["state"] == "SUCCEEDED"
+    await stored_intermediates(system)
     # 141 KB stored; a 40 KB root, then three 40 KB children at once: 301 KB had each
     # child started unreserved as soon as a slot was free.
     fresh = {

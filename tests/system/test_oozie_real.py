@@ -237,6 +237,14 @@ def users_jar(folder: Path) -> Path:
     return jar
 
 
+def executor_on(real_oozie: OozieServer) -> tuple[WebHdfs, OozieExecutor]:
+    """Pingo's own Oozie executor on the real Oozie and its cluster, and the cluster's WebHDFS client."""
+    cluster = real_oozie.cluster
+    fs, oozie = clients(cluster, real_oozie.url)
+    return fs, OozieExecutor(oozie, fs, cluster.name_node, cluster.resource_manager, "default",
+                             f"{cluster.hdfs_root}/oozie-apps")  # fmt: skip
+
+
 async def test_pingos_oozie_executor_runs_shell_and_java_actions_on_real_oozie_and_reads_their_end(
     real_oozie: OozieServer, tmp_path: Path
 ) -> None:
@@ -245,9 +253,7 @@ async def test_pingos_oozie_executor_runs_shell_and_java_actions_on_real_oozie_a
     COMMAND_LINE action running a user's jar from its action folder (``oozie.libpath``),
     all at once."""
     cluster = real_oozie.cluster
-    fs, oozie = clients(cluster, real_oozie.url)
-    executor = OozieExecutor(oozie, fs, cluster.name_node, cluster.resource_manager, "default",
-                             f"{cluster.hdfs_root}/oozie-apps")  # fmt: skip
+    fs, executor = executor_on(real_oozie)
     run = uuid.uuid4().hex[:8]
     folder, output = f"{cluster.hdfs_root}/actions/hello-{run}", f"/user/{OWNER}/hello-{run}"
     try:
@@ -285,8 +291,7 @@ async def test_pingos_oozie_executor_runs_shell_and_java_actions_on_real_oozie_a
         assert await fs.open(f"{output}/part-00000") == b"hello from alice's jar\n"
         assert (await fs.status(f"{output}/part-00000"))["owner"] == OWNER
     finally:
-        await oozie.close()
-        await fs.close()
+        await executor.close()  # and its clients
 
 
 async def test_pingos_oozie_executor_runs_a_streaming_word_count_on_real_oozie(real_oozie: OozieServer) -> None:
@@ -294,9 +299,7 @@ async def test_pingos_oozie_executor_runs_a_streaming_word_count_on_real_oozie(r
     ``python3 reducer.py`` shipped from the action's folder (``<file>``), inputs and output
     as job properties, Oozie's streaming sharelib; its counts are the words of the input."""
     cluster = real_oozie.cluster
-    fs, oozie = clients(cluster, real_oozie.url)
-    executor = OozieExecutor(oozie, fs, cluster.name_node, cluster.resource_manager, "default",
-                             f"{cluster.hdfs_root}/oozie-apps")  # fmt: skip
+    fs, executor = executor_on(real_oozie)
     wordcount = ROOT / "examples" / "wordcount"
     run = uuid.uuid4().hex[:8]
     folder, books, output = (
@@ -329,8 +332,7 @@ async def test_pingos_oozie_executor_runs_a_streaming_word_count_on_real_oozie(r
         words = Counter(w for t in texts for w in re.findall(r"[a-z]+(?:'[a-z]+)*", t.read_text().lower()))
         assert counted == dict(words)
     finally:
-        await oozie.close()
-        await fs.close()
+        await executor.close()  # and its clients
 
 
 async def test_with_every_callback_lost_real_oozie_still_learns_a_shell_actions_end(
@@ -391,9 +393,7 @@ async def test_pingos_oozie_executor_runs_a_sqoop_import_on_real_oozie(real_oozi
     password file on HDFS) on Oozie's sqoop sharelib: Sqoop 1.4.7 imports a PostgreSQL
     table as a MapReduce job on YARN, as the action's owner."""
     cluster = real_oozie.cluster
-    fs, oozie = clients(cluster, real_oozie.url)
-    executor = OozieExecutor(oozie, fs, cluster.name_node, cluster.resource_manager, "default",
-                             f"{cluster.hdfs_root}/oozie-apps")  # fmt: skip
+    fs, executor = executor_on(real_oozie)
     run = uuid.uuid4().hex[:8]
     output, password = f"/user/{OWNER}/cities-{run}", f"{cluster.hdfs_root}/db-{run}.password"
     try:
@@ -417,5 +417,4 @@ async def test_pingos_oozie_executor_runs_a_sqoop_import_on_real_oozie(real_oozi
         assert status.state == JobState.SUCCEEDED, status
         assert (await fs.open(f"{output}/part-m-00000")).decode().splitlines() == ["1,Lyon", "2,Nantes"]
     finally:
-        await oozie.close()
-        await fs.close()
+        await executor.close()  # and its clients
