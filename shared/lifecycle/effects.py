@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.events import EventType
+from shared.lifecycle import reserving
 from shared.lifecycle.cutoff_candidates import may_be_cut_off
 from shared.states import ACTION_REOPENABLE, DATASET_WITHDRAWABLE, ActionState, DatasetState, WorkflowState
 
@@ -76,9 +77,10 @@ def _ready_action(d: Doc) -> dict[str, Any]:
     if not d.get("managed"):
         return {**_action(d), "reserve_bytes": 0}
     # One with no miss recorded was never computed before: no earlier lineage to cut it off.
-    if d.get("reserve_bytes") is None or (d.get("miss") is not None and may_be_cut_off(d)):
+    reserve = reserving.start_bytes(d)
+    if reserve is None or (d.get("miss") is not None and may_be_cut_off(d)):
         return {**_action(d), "reserve_bytes": None}
-    return {**_action(d), "reserve_bytes": int(d["reserve_bytes"])}
+    return {**_action(d), "reserve_bytes": reserve}
 
 
 def _submitted_action(d: Doc) -> dict[str, Any]:

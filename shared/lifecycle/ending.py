@@ -226,7 +226,7 @@ class Outcomes:
             await acts.note_input_changed(self.store, action["children"], changed)
         # Its children first: their input is stored, and readying them is what a chain's hop
         # waits for. What it read is free then (record_output struck it from producers).
-        await self.ready_children(action)
+        await self.ready_children(action, size=size)
         await ds.release(self.store, {h: {action["_id"]} for h in action.get("claims", [])}, set(), self.by, "finished")
         done = await self.mover.action(
             action["_id"], A.FINISHED, by=self.by, sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
@@ -321,7 +321,12 @@ class Outcomes:
         log.info("%s: %s; killing %s", action["_id"], attempts.timeout_message(float(timeout)), job_id)
         await self.executor.kill(job_id)
 
-    async def ready_children(self, action: ActionDoc, skip: list[str] | None = None) -> None:
+    async def ready_children(self, action: ActionDoc, skip: list[str] | None = None, size: int | None = None) -> None:
+        """Strike ``action`` off its children's pending parents, readying those it was the
+        last of. ``size``: its output's (else the action's recorded one), which raises each
+        child's ``input_bytes``, what a first run's start reserves (shared.lifecycle.reserving)."""
+        size = size if size is not None else action.get("size")
+        raise_input = {"input_bytes": int(size)} if action.get("managed") and size is not None else None
         for child_id in action.get("children", []):
             if skip and child_id in skip:
                 continue
@@ -332,10 +337,11 @@ class Outcomes:
                 child_id, A.READY, by=self.by, sources=[A.WAITING],
                 # "Exactly [parent]" in a form nx-27017 also answers (an array literal it refuses).
                 where={"pending_parents": {"$all": [action["_id"]], "$size": 1}}, set={"pending_parents": []},
+                max=raise_input,
             )  # fmt: skip
             if alone is not None:
                 continue
-            child = await acts.parent_finished(self.store, child_id, action["_id"])
+            child = await acts.parent_finished(self.store, child_id, action["_id"], raise_input)
             if child is None or child["state"] != A.WAITING:
                 continue
             await self.ready(child_id)

@@ -58,7 +58,9 @@ class Ends(Protocol):
         sources: list[ActionState], where: dict[str, Any] | None = None,
     ) -> ActionDoc | None: ...  # fmt: skip
 
-    async def ready_children(self, action: ActionDoc, skip: list[str] | None = None) -> None: ...
+    async def ready_children(
+        self, action: ActionDoc, skip: list[str] | None = None, size: int | None = None
+    ) -> None: ...
 
 
 class Following:
@@ -227,7 +229,7 @@ class Following:
         """The producer committed: the follower's children may run, then it ends REUSED
         (the step the sweep keys on comes last). A child re-planning added while it
         followed is readied from the document the move returns."""
-        await self.ends.ready_children(follower)
+        await self.ends.ready_children(follower, size=producer.get("size"))
         done = await self.mover.action(
             follower["_id"], A.REUSED, sources=[A.FOLLOWING], where={"follows": producer["_id"]},
             set={"finished_at": time.time(), "size": producer.get("size"),

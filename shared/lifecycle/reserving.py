@@ -38,7 +38,7 @@ from shared.store.actions import ActionDoc
 log = logging.getLogger(__name__)
 A = ActionState
 # What the reservation reads of an action.
-FIELDS = {"managed": 1, "expected_bytes": 1, "reserve_bytes": 1, "hash": 1, "name": 1, "claims": 1}
+FIELDS = {"managed": 1, "expected_bytes": 1, "reserve_bytes": 1, "hash": 1, "name": 1, "claims": 1, "input_bytes": 1}
 HELD_REASON = "storage_budget"
 
 
@@ -57,6 +57,22 @@ async def planned(store: Store, docs: list[ActionDoc], known: dict[str, dict[str
         d["named_bytes"] = named.get(d["name"])
         lineage = (known.get(d["hash"]) or {}).get("size")
         d["reserve_bytes"] = expectation(d.get("expected_bytes"), lineage, d["named_bytes"])
+        # Its largest input so far: what its reused parents weigh. Each computed parent raises it
+        # in the very write that strikes it off (Outcomes.ready_children), so a first run's
+        # start knows it without a read (``start_bytes``).
+        d["input_bytes"] = max((int((known.get(h) or {}).get("size") or 0) for h in d.get("claims") or []), default=0)
+
+
+def start_bytes(action: ActionDoc) -> int | None:
+    """What the start of a READY ``action`` reserves, known without a read: the planning's
+    expectation, else (a first run) the size of the largest dataset it reads, every
+    computed parent committed by now; None: to be worked out at its start (an action
+    planned before its inputs were tracked, one re-planned or taking over)."""
+    if action.get("reserve_bytes") is not None:
+        return int(action["reserve_bytes"])
+    if action.get("input_bytes") is not None:
+        return int(action["input_bytes"])
+    return None
 
 
 async def expected_bytes(store: Store, action: ActionDoc) -> int:
@@ -74,6 +90,8 @@ async def expected_bytes(store: Store, action: ActionDoc) -> int:
     named = await budget.expected_by_name(store, action.get("name") or "")
     if named is not None:
         return named
+    if action.get("input_bytes") is not None:  # raised by each computed parent's end
+        return int(action["input_bytes"])
     return await largest_input(store, action)
 
 

@@ -65,7 +65,9 @@ class Ending(Protocol):
 
     async def stop_if_killed(self, action: ActionDoc | None, job_id: str) -> None: ...
 
-    async def ready_children(self, action: ActionDoc, skip: list[str] | None = None) -> None: ...
+    async def ready_children(
+        self, action: ActionDoc, skip: list[str] | None = None, size: int | None = None
+    ) -> None: ...
 
 
 @dataclass

@@ -80,6 +80,7 @@ class ActionDoc(TypedDict, total=False):
     expected_bytes: int | None
     reserve_bytes: int | None
     named_bytes: int | None
+    input_bytes: int | None  # its largest input's size so far: a first run's reservation
     reservation: dict[str, Any] | None
     held: dict[str, Any] | None
     failed_attempts: int
@@ -274,10 +275,16 @@ async def drop_finish_lease(store: Store, action_id: str, token: str) -> None:
     await store.actions.update_one({"_id": action_id, "finish_lease_by": token}, {"$set": {"finish_lease_at": 0.0}})
 
 
-async def parent_finished(store: Store, child_id: str, parent_id: str) -> ActionDoc | None:
-    """Strike ``parent_id`` off the child's pending parents; the child as it was before."""
+async def parent_finished(
+    store: Store, child_id: str, parent_id: str, raise_to: dict[str, int] | None = None
+) -> ActionDoc | None:
+    """Strike ``parent_id`` off the child's pending parents (and raise the fields of
+    ``raise_to`` to at least its values); the child as it was before."""
+    update: dict[str, Any] = {"$pull": {"pending_parents": parent_id}}
+    if raise_to:
+        update["$max"] = raise_to
     return await store.actions.find_one_and_update(
-        {"_id": child_id}, {"$pull": {"pending_parents": parent_id}}, projection={"pending_parents": 1, "state": 1}
+        {"_id": child_id}, update, projection={"pending_parents": 1, "state": 1}
     )
 
 

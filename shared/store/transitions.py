@@ -37,6 +37,7 @@ async def transition(
     pull: dict[str, list[Any]] | None = None,
     inc: dict[str, float] | None = None,
     push: dict[str, Any] | None = None,
+    max: dict[str, float] | None = None,
     note: str | None = None,
 ) -> dict[str, Any] | None:
     allowed = sources_for(table, target)
@@ -60,6 +61,8 @@ async def transition(
         update["$pull"] = {k: {"$in": v} for k, v in pull.items()}
     if inc:
         update["$inc"] = inc
+    if max:
+        update["$max"] = max
     query = {"_id": doc_id, "state": {"$in": [str(s) for s in (sources or allowed)]}, **(where or {})}
     doc = decode(await coll.find_one_and_update(query, update, return_document=ReturnDocument.AFTER))
     if doc is not None:
