@@ -332,6 +332,11 @@ class LocalExecutor:
             env.pop(key, None)
         argv = self.argv(job, job_dir)
         scratch: tuple[Path, ...] = ()
+        # Pingo's own program runs the job (the MapReduce and Sqoop engines): its Python
+        # environment and package are shown to a sandboxed job wherever they are installed.
+        program: tuple[Path, ...] = ()
+        if job.type in (ActionType.MAP_REDUCE, ActionType.SQOOP):
+            program = (Path(sys.prefix), Path(PROJECT_ROOT) / "hadoop_emulator")
         if job.type == ActionType.SQOOP:
             # Sqoop writes its record class's source and class there (classes is on the class
             # path: made before the JVM starts); a sandbox shows the job these two alone.
@@ -350,7 +355,7 @@ class LocalExecutor:
             # The last argument is the attempt's output (docs/planning.md, "The argument contract").
             try:
                 argv, sandboxed = self.sandbox.wrap(
-                    argv, cwd, job_dir, job.inputs, job.action_folder, job.arguments[-1], scratch
+                    argv, cwd, job_dir, job.inputs, job.action_folder, job.arguments[-1], scratch, program
                 )
             except BaseException:
                 shutil.rmtree(job_dir, ignore_errors=True)  # not a job yet: the submit's retry makes it again

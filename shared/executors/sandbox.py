@@ -180,12 +180,17 @@ class Sandbox:
         action_folder: str | None,
         output: str,
         scratch: tuple[Path, ...] = (),
+        program: tuple[Path, ...] = (),
     ) -> tuple[list[str], dict[str, str]]:
         """The job's argv run in the sandbox (working in ``cwd``) and what the runner
         needs to finish it (its outbox and where the attempt belongs). Its outbox is made
         here, empty and private, beside the attempt it stands for. ``scratch`` are folders
         of its job folder that Pingo's own program for the job writes in (Sqoop's record
-        class): bound back writable at their place, the rest of the job folder hidden."""
+        class): bound back writable at their place, the rest of the job folder hidden.
+        ``program``: where Pingo's own program for the job lives (its interpreter's
+        environment, its package), shown read-only where a hidden folder (``/tmp``, a data
+        root's parent) holds them: an installation there is no secret, and without it the
+        job could not start."""
         out = Path(output)
         outbox = out.parent / f".{out.name}{OUTBOX_SUFFIX}"
         with contextlib.suppress(FileNotFoundError):
@@ -208,6 +213,7 @@ class Sandbox:
         shown = [Path(p) for p in inputs if Path(p).is_absolute() and not Path(p).is_symlink()]
         if action_folder:
             shown.append(Path(action_folder))
+        shown += program
         for path in shown:
             under = [*hidden, *(Path(f) for f in FRESH)]
             if any(_inside(path, h) for h in under) and self.may_bind(path):
