@@ -47,6 +47,15 @@ async def budget(api: Api) -> dict:
     return await api.db.budget.find_one({"_id": "storage"}) or {}
 
 
+async def peak_usage(system: Api, workflow_id: str) -> tuple[dict, int]:
+    """The workflow once it ended, and the highest usage sampled while it ran."""
+    peak = 0
+    while (wf := await system.workflow(workflow_id))["state"] == "RUNNING":
+        peak = max(peak, await usage(system))
+        await asyncio.sleep(0.02)
+    return wf, peak
+
+
 async def stored_intermediates(system: Api) -> None:
     """140 KB of intermediates stored (nothing claims them once their workflow is done),
     and a 1 KB leaf."""
@@ -76,10 +85,7 @@ async def test_usage_never_passes_capacity_when_parallel_writes_would_pass_it(sy
         ],
     }
     plan = await system.submit(wide)
-    peak = 0
-    while (wf := await system.workflow(plan["id"]))["state"] == "RUNNING":
-        peak = max(peak, await usage(system))
-        await asyncio.sleep(0.02)
+    wf, peak = await peak_usage(system, plan["id"])
     assert wf["state"] == "SUCCEEDED", wf
     assert 0 < peak <= system.settings.capacity_bytes, peak
     # Every reservation was settled at its commit.
@@ -241,10 +247,7 @@ async def test_a_first_run_reserves_what_its_largest_input_weighs(system: Api) -
     plan = await system.submit(fresh)
     planned = [a async for a in system.db.actions.find({"workflow_id": plan["id"]})]
     assert [a.get("reserve_bytes") for a in planned] == [None] * 5  # no size known at planning
-    peak = 0
-    while (wf := await system.workflow(plan["id"]))["state"] == "RUNNING":
-        peak = max(peak, await usage(system))
-        await asyncio.sleep(0.02)
+    wf, peak = await peak_usage(system, plan["id"])
     assert wf["state"] == "SUCCEEDED", wf
     assert 0 < peak <= system.settings.capacity_bytes, peak
     # Each child reserved what the root's output weighs; the root, reading nothing, nothing.

@@ -26,7 +26,7 @@ from pingo.minicluster.classpath import Unavailable, java_home, resolve_classpat
 from pingo.minicluster.cluster import MiniCluster
 from pingo.minicluster.oozie_server import OozieServer
 from pingo.ports import free_ports
-from shared.executors.base import JobRequest, JobState
+from shared.executors.base import JobRequest, JobState, JobStatus
 from shared.executors.oozie import OozieExecutor
 from shared.hadoop.oozie import TERMINAL, Oozie
 from shared.hadoop.webhdfs import WebHdfs
@@ -101,6 +101,16 @@ def job_properties(cluster: MiniCluster, app: str, external_id: str) -> dict[str
         "jobTracker": cluster.resource_manager,
         "oozie.wf.external.id": external_id,
     }
+
+
+async def job_ended(executor: OozieExecutor, job_id: str) -> JobStatus:
+    """A job's status as Pingo's executor reads it, once it ended (or after JOB_TIMEOUT), polled every 2 s."""
+    started = time.monotonic()
+    status = await executor.status(job_id)
+    while status.state in (JobState.PREP, JobState.RUNNING) and time.monotonic() - started < JOB_TIMEOUT:
+        await asyncio.sleep(2)
+        status = await executor.status(job_id)
+    return status
 
 
 async def ended(oozie: Oozie, job_id: str) -> str:
@@ -319,11 +329,7 @@ async def test_pingos_oozie_executor_runs_a_streaming_word_count_on_real_oozie(r
                          notify_url="http://127.0.0.1:9/unheard", owner=OWNER,
                          mapper=["python3", "mapper.py"], reducer=["python3", "reducer.py"])  # fmt: skip
         job_id = await executor.submit(job)
-        started = time.monotonic()
-        status = await executor.status(job_id)
-        while status.state in (JobState.PREP, JobState.RUNNING) and time.monotonic() - started < JOB_TIMEOUT:
-            await asyncio.sleep(2)
-            status = await executor.status(job_id)
+        status = await job_ended(executor, job_id)
         assert status.state == JobState.SUCCEEDED, status
         counted = {}
         for line in (await fs.open(f"{output}/part-00000")).decode().splitlines():
@@ -409,10 +415,7 @@ async def test_pingos_oozie_executor_runs_a_sqoop_import_on_real_oozie(real_oozi
                                     "passwordFile": password})  # fmt: skip
             job_id = await executor.submit(job)
             started = time.monotonic()
-            status = await executor.status(job_id)
-            while status.state in (JobState.PREP, JobState.RUNNING) and time.monotonic() - started < JOB_TIMEOUT:
-                await asyncio.sleep(2)
-                status = await executor.status(job_id)
+            status = await job_ended(executor, job_id)
             print(f"\nSqoop import through real Oozie: {time.monotonic() - started:.0f} s")
         assert status.state == JobState.SUCCEEDED, status
         assert (await fs.open(f"{output}/part-m-00000")).decode().splitlines() == ["1,Lyon", "2,Nantes"]
