@@ -65,10 +65,30 @@ def real_hadoop_cluster(tmp_path_factory: pytest.TempPathFactory):
     cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def real_oozie(real_hadoop_cluster, tmp_path_factory: pytest.TempPathFactory):
+    """Apache Oozie 5.2.1 on the session's mini cluster (pingo/minicluster/oozie_server.py),
+    one for the whole session: every real-Oozie test module uses it."""
+    from pingo.minicluster import Unavailable
+    from pingo.minicluster.oozie_server import OozieServer
+
+    server = OozieServer(tmp_path_factory.mktemp("oozie"), real_hadoop_cluster)
+    try:
+        server.start()
+    except Unavailable as exc:
+        pytest.fail(f"Apache Oozie could not start: {exc}")
+    REAL_OOZIE.append(f"Apache Oozie: healthy in {server.started_in:.1f} s, {server.rss() / 2**20:.0f} MB resident")
+    yield server
+    server.stop()
+
+
 # What the session's mini cluster cost, for the summary (the budget in docs/testing.md).
 REAL_HADOOP: dict[str, str] = {}
+REAL_OOZIE: list[str] = []
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     if REAL_HADOOP:
         terminalreporter.write_line(f"real Hadoop mini cluster: {', '.join(REAL_HADOOP.values())}")
+    for line in REAL_OOZIE:
+        terminalreporter.write_line(line)

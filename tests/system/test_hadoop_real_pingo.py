@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from pingo.dev import all_services
-from pingo.minicluster.classpath import Unavailable
 from pingo.minicluster.oozie_server import OozieServer
 from shared.hadoop.oozie import Oozie
 from shared.hadoop.webhdfs import WebHdfs
@@ -38,17 +37,6 @@ WORDCOUNT_JAVA = ROOT / "examples" / "wordcount-java"
 WORD = r"[a-z]+(?:'[a-z]+)*"  # the word counts' own pattern
 OWNER = "alice"  # in a group the cluster lets Pingo act for (tests/support/hadoop_targets.py)
 RUN_TIMEOUT = 420.0  # three YARN applications one after the other, each a launcher of its own
-
-
-@pytest.fixture(scope="module")
-def real_oozie(real_hadoop_cluster, tmp_path_factory: pytest.TempPathFactory):
-    server = OozieServer(tmp_path_factory.mktemp("oozie-pingo"), real_hadoop_cluster)
-    try:
-        server.start()
-    except Unavailable as exc:
-        pytest.fail(f"Apache Oozie could not start: {exc}")
-    yield server
-    server.stop()
 
 
 @pytest.fixture

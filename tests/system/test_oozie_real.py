@@ -72,18 +72,6 @@ WORKFLOW = """<workflow-app xmlns="uri:oozie:workflow:1.0" name="pingo-hello">
 """
 
 
-@pytest.fixture(scope="module")
-def real_oozie(real_hadoop_cluster, tmp_path_factory: pytest.TempPathFactory):
-    server = OozieServer(tmp_path_factory.mktemp("oozie"), real_hadoop_cluster)
-    try:
-        server.start()
-    except Unavailable as exc:
-        pytest.fail(f"Apache Oozie could not start: {exc}")
-    print(f"Apache Oozie healthy in {server.started_in:.1f} s, {server.rss() / 2**20:.0f} MB resident")
-    yield server
-    server.stop()
-
-
 def clients(cluster: MiniCluster, oozie_url: str) -> tuple[WebHdfs, Oozie]:
     """WebHDFS and Oozie as Pingo's HDFS user, once the owner's home is made: Oozie stages
     each launcher under it, as the owner."""
