@@ -417,6 +417,10 @@ class Engine:
             # The launcher submitted a MapReduce job, an application of its own: Apache
             # Oozie 5.2.1 then names the action by that job (docs/hadoop-protocol.md).
             action.external_id = "job_" + self._app_id().removeprefix("application_")
+        elif outcome.ok and spec is not None and spec.type == "sqoop":
+            # Sqoop's import is a MapReduce job the launcher submitted: Apache Oozie 5.2.1
+            # keeps the launcher's id and names the job as the action's child.
+            action.external_child_ids = "job_" + self._app_id().removeprefix("application_")
         if not outcome.ok and outcome.error_message is None:
             main = spec.main_class if spec is not None else ""
             code = outcome.exit_code

@@ -6,8 +6,9 @@ Oozie as a real YARN application, its output is committed into Pingo's managed r
 HDFS; submitted again, everything is reused; a dataset deleted on HDFS behind Pingo's back
 is found LOST by the reconcile sweep and computed again by the next submission. Java
 MapReduce actions of both APIs (examples/wordcount-java) run through Oozie's map-reduce
-action too, committed and then reused (docs/hadoop-protocol.md, "Apache Oozie on this
-machine")."""
+action too, committed and then reused; and a SQOOP import of a PostgreSQL table through
+Oozie's sqoop action, reused with a cacheVersion (docs/hadoop-protocol.md, "Apache Oozie on
+this machine")."""
 
 from __future__ import annotations
 
@@ -28,10 +29,14 @@ from shared.runtime import Context, running
 from shared.store import users
 from shared.store.transitions import decode
 from tests.support.java_mapreduce import build_wordcount
+from tests.support.postgres import Postgres
 from tests.support.system import Api, make_settings
 from tests.support.workflows import ROOT
+from tests.system import test_sqoop
+from tests.system.test_sqoop import PASSWORD, READER, expected
 
 pytestmark = pytest.mark.real_hadoop
+postgres = test_sqoop.postgres  # the fixture: a table, and a role that must give its password
 WORDCOUNT = ROOT / "examples" / "wordcount"
 WORDCOUNT_JAVA = ROOT / "examples" / "wordcount-java"
 WORD = r"[a-z]+(?:'[a-z]+)*"  # the word counts' own pattern
@@ -212,3 +217,62 @@ async def test_java_mapreduce_of_both_apis_runs_through_real_oozie_and_is_reused
     assert again["state"] == "SUCCEEDED"
     assert [a["decision"] for a in again["actions"]] == ["reuse"] * 2
     print(f"\nJava MapReduce, old and new API, through real Oozie/YARN: {computed_in:.0f} s")
+
+
+async def test_a_sqoop_import_runs_through_real_oozie_is_reused_with_a_cache_version_and_imported_again_without(
+    pingo_on_real_hadoop, postgres: Postgres
+) -> None:
+    """A SQOOP action submitted over the API: Oozie's ``<sqoop>`` runs Sqoop 1.4.7 as the
+    owner, a MapReduce job on YARN reading a PostgreSQL table with a password from a file
+    on HDFS; the import is committed and sealed; with its cacheVersion it is reused, and
+    without one the next submission would import again, saying why."""
+    api, fs, cluster = pingo_on_real_hadoop
+    # The password file is the owner's, readable by them alone, on the executor's file
+    # system (docs/planning.md, "SQOOP actions").
+    password = f"/user/{OWNER}/cities.password"
+    owners = WebHdfs(cluster.webhdfs_url, OWNER)
+    try:
+        await owners.create(password, PASSWORD.encode(), overwrite=True)
+    finally:
+        await owners.close()
+    cluster.webhdfs("PUT", password, "SETPERMISSION", permission="400")
+    imports = {"id": 1, "name": "import cities", "type": "SQOOP", "connect": postgres.jdbc_url, "table": "cities",
+               "columnNames": ["id", "name"], "where": "population > 200000", "username": READER,
+               "passwordFile": password}  # fmt: skip
+    pinned = {"name": "real-cities", "actions": [{**imports, "cacheVersion": "snapshot-1"}]}
+
+    t0 = time.monotonic()
+    wf = await api.run(pinned, timeout=RUN_TIMEOUT)
+    imported_in = time.monotonic() - t0
+    assert wf["state"] == "SUCCEEDED", [(a["localId"], a["state"], a["error"]) for a in wf["actions"]]
+    (action,) = wf["actions"]
+    assert action["decision"] == "compute"
+    assert action["outputPath"] == f"{cluster.hdfs_root}/datasets/{action['hash']}"
+    status = await fs.status(action["outputPath"])
+    assert (status["owner"], status["permission"]) == (OWNER, "555")
+    assert (await fs.open(f"{action['outputPath']}/part-m-00000")).decode().splitlines() == expected(postgres)
+    assert PASSWORD not in json.dumps(wf)
+    oozie = Oozie(api.settings.oozie_url, cluster.hdfs_user)
+    try:
+        info = await oozie.info(action["jobId"])
+        assert (info["status"], info["user"]) == ("SUCCEEDED", OWNER)
+        # Named by its launcher, the MapReduce job Sqoop submitted its child (the emulator says the same).
+        node = next(n for n in info["actions"] if n["type"] == "sqoop")
+        assert node["externalId"].startswith("application_") and node["externalChildIDs"].startswith("job_"), node
+    finally:
+        await oozie.close()
+
+    again = await api.run(pinned, timeout=RUN_TIMEOUT)
+    assert again["state"] == "SUCCEEDED"
+    assert [(a["decision"], a["outputPath"]) for a in again["actions"]] == [("reuse", action["outputPath"])]
+
+    # Without a cacheVersion the database's rows are not vouched for: a new lineage at each
+    # submission, and the plan says what changed.
+    code, plan = await api.request("POST", "/api/v1/workflows?dryRun=true", json={**pinned, "actions": [imports]})
+    assert code == 200, plan
+    (planned,) = plan["actions"]
+    assert planned["decision"] == "compute", planned
+    miss = planned["miss"]
+    assert [c["field"] for c in miss["changes"]] == ["cacheVersion", "importedAt"], miss
+    assert miss["summary"].startswith("cacheVersion removed; importedAt added"), miss
+    print(f"\nA Sqoop import through the services on real Oozie/YARN: {imported_in:.0f} s")

@@ -16,6 +16,7 @@ import pytest
 from pingo.minicluster.sqoop_classpath import main as sqoop_main
 from pingo.minicluster.sqoop_classpath import sqoop_classpath
 from shared.config import Settings
+from shared.hadoop.oozie import Oozie
 from tests.support.postgres import Postgres, postgres_server
 from tests.support.system import Api, make_settings
 from tests.support.workflows import ROOT
@@ -177,6 +178,15 @@ async def test_a_table_is_imported_by_oozies_sqoop_action_on_the_emulator_and_re
     assert (out / "part-m-00000").read_text().splitlines() == expected(postgres)
     xmls = [(app / "workflow.xml").read_text() for app in hadoop.hdfs_path("/pingo/oozie-apps").iterdir()]
     assert ['xmlns="uri:oozie:sqoop-action:0.4"' in x for x in xmls] == [True]
+    # As Apache Oozie 5.2.1 names it: by its launcher, Sqoop's MapReduce job its child.
+    oozie = Oozie(hadoop.settings.oozie_url, hadoop.settings.hdfs_user)
+    try:
+        info = await oozie.info(first["actions"][0]["jobId"])
+    finally:
+        await oozie.close()
+    node = next(n for n in info["actions"] if n["type"] == "sqoop")
+    assert node["externalId"].startswith("application_"), node
+    assert node["externalChildIDs"].startswith("job_"), node
     again = await hadoop.run(body, timeout=120)
     assert again["state"] == "SUCCEEDED" and again["actions"][0]["decision"] == "compute"
 
