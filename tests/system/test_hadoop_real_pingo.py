@@ -33,7 +33,7 @@ from tests.support.postgres import Postgres
 from tests.support.system import Api, make_settings
 from tests.support.workflows import ROOT
 from tests.system import test_sqoop
-from tests.system.test_sqoop import PASSWORD, READER, expected
+from tests.system.test_sqoop import PASSWORD, expected
 
 pytestmark = pytest.mark.real_hadoop
 postgres = test_sqoop.postgres  # the fixture: a table, and a role that must give its password
@@ -219,13 +219,21 @@ async def test_java_mapreduce_of_both_apis_runs_through_real_oozie_and_is_reused
     print(f"\nJava MapReduce, old and new API, through real Oozie/YARN: {computed_in:.0f} s")
 
 
+def sqoop_import(example: str, values: dict[str, str]) -> dict:
+    """The import of one of examples/sqoop's workflows (its count left out), with
+    ``values`` for its parameters."""
+    body = json.loads((ROOT / "examples" / "sqoop" / example).read_text())
+    (action,) = [a for a in body["actions"] if a["type"] == "SQOOP"]
+    return {**body, "actions": [action], "parameterValues": values}
+
+
 async def test_a_sqoop_import_runs_through_real_oozie_is_reused_with_a_cache_version_and_imported_again_without(
     pingo_on_real_hadoop, postgres: Postgres
 ) -> None:
     """A SQOOP action submitted over the API: Oozie's ``<sqoop>`` runs Sqoop 1.4.7 as the
     owner, a MapReduce job on YARN reading a PostgreSQL table with a password from a file
-    on HDFS; the import is committed and sealed; with its cacheVersion it is reused, and
-    without one the next submission would import again, saying why."""
+    on HDFS (examples/sqoop's import); it is committed and sealed; with its cacheVersion it
+    is reused, and without one the next submission would import again, saying why."""
     api, fs, cluster = pingo_on_real_hadoop
     # The password file is the owner's, readable by them alone, on the executor's file
     # system (docs/planning.md, "SQOOP actions").
@@ -236,10 +244,9 @@ async def test_a_sqoop_import_runs_through_real_oozie_is_reused_with_a_cache_ver
     finally:
         await owners.close()
     cluster.webhdfs("PUT", password, "SETPERMISSION", permission="400")
-    imports = {"id": 1, "name": "import cities", "type": "SQOOP", "connect": postgres.jdbc_url, "table": "cities",
-               "columnNames": ["id", "name"], "where": "population > 200000", "username": READER,
-               "passwordFile": password}  # fmt: skip
-    pinned = {"name": "real-cities", "actions": [{**imports, "cacheVersion": "snapshot-1"}]}
+    values = {"connect": postgres.jdbc_url, "passwordFile": password}
+    pinned = sqoop_import("cities-snapshot.json", values)
+    assert "cacheVersion" in pinned["actions"][0]
 
     t0 = time.monotonic()
     wf = await api.run(pinned, timeout=RUN_TIMEOUT)
@@ -268,7 +275,8 @@ async def test_a_sqoop_import_runs_through_real_oozie_is_reused_with_a_cache_ver
 
     # Without a cacheVersion the database's rows are not vouched for: a new lineage at each
     # submission, and the plan says what changed.
-    code, plan = await api.request("POST", "/api/v1/workflows?dryRun=true", json={**pinned, "actions": [imports]})
+    unpinned = {**sqoop_import("cities.json", values), "name": pinned["name"]}  # the same import otherwise
+    code, plan = await api.request("POST", "/api/v1/workflows?dryRun=true", json=unpinned)
     assert code == 200, plan
     (planned,) = plan["actions"]
     assert planned["decision"] == "compute", planned

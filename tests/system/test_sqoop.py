@@ -25,20 +25,18 @@ from tests.system.test_hadoop_system import Hadoop
 
 hadoop = test_hadoop_system.hadoop  # the fixture: five services as processes and the emulator
 
-READER, PASSWORD = "reader", "s3cret-Pw"
-ROWS = [(1, "Lyon", 522250), (2, "Nantes", 320732), (3, "Brest", 139926)]
+# examples/sqoop's database: its table, and the role it makes and the password it gives it.
+GEO_SQL = ROOT / "examples" / "sqoop" / "geo.sql"
+READER, PASSWORD = "reader", "reader-pw"
 
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[Postgres]:
-    """The table, and a role that must give its password (scram-sha-256) to read it: the
-    first line of pg_hba.conf, ahead of the trust the tests' own connections use."""
+    """examples/sqoop's table, and its role, which must give its password (scram-sha-256)
+    to read it: the first line of pg_hba.conf, ahead of the trust the tests' own
+    connections use."""
     with postgres_server() as server:
-        values = ", ".join(f"({i}, '{name}', {n})" for i, name, n in ROWS)
-        server.sql(f"CREATE TABLE cities (id int PRIMARY KEY, name text, population int); "
-                   f"INSERT INTO cities VALUES {values}; "
-                   f"CREATE ROLE {READER} LOGIN PASSWORD '{PASSWORD}'; "
-                   f"GRANT SELECT ON cities TO {READER};")  # fmt: skip
+        server.sql(GEO_SQL.read_text())
         hba = Path(server.sql("SHOW hba_file").strip())
         hba.write_text(f"host all {READER} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
         server.sql("SELECT pg_reload_conf()")

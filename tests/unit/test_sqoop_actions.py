@@ -1,8 +1,9 @@
 """SQOOP actions (docs/planning.md, "SQOOP actions"): their fields and violations, their
-lineage hash, and the ``sqoop import`` argv the executors run."""
+lineage hash, the ``sqoop import`` argv the executors run, and examples/sqoop."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ from shared.executors.local import sqoop_argv
 from shared.hadoop.sqoop import MAIN_CLASS, import_arguments, sqoop_fields
 from shared.hashing import workflow_hashes
 from shared.workflow_spec import WorkflowSpec, parse_workflow
+from tests.support.workflows import ROOT
 
 URL = "jdbc:postgresql://db.example:5432/shop"
+EXAMPLES = ROOT / "examples" / "sqoop"
 
 
 def sqoop(**fields: Any) -> dict[str, Any]:
@@ -116,3 +119,17 @@ def test_the_local_argv_runs_sqoop_with_hadoops_local_job_runner_and_its_record_
     assert tool[:7] == ["import", "-D", "mapreduce.framework.name=local", "-fs", "file:///", "-D",
                         "mapreduce.job.name=orders"]  # fmt: skip
     assert tool[-6:] == ["--target-dir", "/data/attempt", "--outdir", "/jobs/a1/src", "--bindir", "/jobs/a1/classes"]
+
+
+def test_the_sqoop_examples_are_valid_with_the_values_their_readme_gives() -> None:
+    """examples/sqoop: both workflows valid with a password file here or on HDFS; the one
+    without a cacheVersion a new lineage at each submission, the snapshot's the same one."""
+    at = (datetime(2026, 11, 27, 10, 0, tzinfo=UTC), datetime(2026, 11, 27, 10, 5, tzinfo=UTC))
+    for name, imports_again in (("cities.json", True), ("cities-snapshot.json", False)):
+        body = json.loads((EXAMPLES / name).read_text())
+        on_hdfs = {"passwordFile": "/user/pingo/geo.password", "connect": "jdbc:postgresql://db:5432/geo"}
+        for values in ({"passwordFile": "/home/me/geo.password"}, on_hdfs):
+            spec = parsed({**body, "parameterValues": values})
+            assert [(a.type, a.parents) for a in spec.actions] == [("SQOOP", []), ("MAP_REDUCE", [1])], name
+            one, two = (workflow_hashes(with_import_times(spec, t)) for t in at)
+            assert (one != two) is imports_again, name
