@@ -10,10 +10,15 @@ from shared.states import DATASET_REUSABLE, DatasetState
 
 
 def may_be_cut_off(action: dict[str, Any]) -> bool:
-    """Only an action computed because a parent changed, or computed again in the lineage
-    of an output gone since (one cut off before: it never made its own), is looked at:
-    the other starts pay no read for it."""
-    miss = action.get("miss") or {}
+    """Whether early cutoff looks at this start: the one rule both the READY event's
+    payload (``effects``: the claim must read the action) and the claims (``starting``)
+    ask. Only an action computed because a parent changed, or computed again in the
+    lineage of an output gone since (one cut off before: it never made its own), is looked
+    at: the other starts pay no read for it. One with no miss recorded was never computed
+    before: no earlier lineage to cut it off."""
+    miss = action.get("miss")
+    if miss is None:
+        return False
     if any(c.get("field") == "parent" for c in miss.get("changes") or []):
         return True
     return not miss.get("changes") and (miss.get("against") or {}).get("hash") == action.get("hash")

@@ -76,9 +76,8 @@ def _ready_action(d: Doc) -> dict[str, Any]:
     # and so does one whose planning knew no size (a first run: its start works it out).
     if not d.get("managed"):
         return {**_action(d), "reserve_bytes": 0}
-    # One with no miss recorded was never computed before: no earlier lineage to cut it off.
     reserve = reserving.start_bytes(d)
-    if reserve is None or (d.get("miss") is not None and may_be_cut_off(d)):
+    if reserve is None or may_be_cut_off(d):
         return {**_action(d), "reserve_bytes": None}
     return {**_action(d), "reserve_bytes": reserve}
 

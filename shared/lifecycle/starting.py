@@ -27,6 +27,7 @@ from shared.events import EventType
 from shared.executors.base import Executor, JobFenced, JobRequest
 from shared.hadoop.sqoop import sqoop_fields
 from shared.lifecycle import attempts, cutoff, reserving
+from shared.lifecycle.cutoff_candidates import may_be_cut_off
 from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import CannotReplan, Replans
 from shared.metrics import READY_TO_SUBMIT, SUBMIT_ERRORS
@@ -45,13 +46,6 @@ A = ActionState
 # What a READY event names to claim: the action, the attempt it was readied for, its
 # output path, and what its start reserves (None: the claim reads the action to know).
 ReadyEvent = tuple[str, int, str, int | None]
-
-
-def may_be_cut_off(action: ActionDoc) -> bool:
-    """Whether early cutoff looks at this start. One with no miss recorded was never
-    computed before: no earlier lineage to cut it off, so its rules are not asked (as the
-    READY event's payload does not ask them, ``shared.lifecycle.effects``)."""
-    return action.get("miss") is not None and cutoff.may_be_cut_off(action)
 
 
 class Ending(Protocol):

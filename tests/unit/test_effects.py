@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from shared.events import PAYLOADS, Event, EventType
+from shared.lifecycle.cutoff_candidates import may_be_cut_off
 from shared.lifecycle.effects import EFFECTS as TABLES
 from shared.lifecycle.effects import PAYLOAD_OF, effects_of
 from shared.states import ACTION_INITIAL, DATASET_INITIAL, ActionState, DatasetState, WorkflowState, sources_for
@@ -52,6 +53,21 @@ def test_a_managed_output_is_announced_stored_and_an_unmanaged_one_is_not() -> N
 
 def test_a_planned_ready_action_wakes_the_action_managers_like_a_readied_one() -> None:
     assert events("action", None, A.READY) == events("action", A.WAITING, A.READY) == [EventType.ACTION_READY]
+
+
+def test_a_ready_event_leaves_the_reservation_to_the_claim_exactly_when_early_cutoff_looks() -> None:
+    ready = PAYLOAD_OF[EventType.ACTION_READY]
+    base = {"managed": True, "hash": "h2", "reserve_bytes": 7}
+    parent_changed = {"changes": [{"field": "parent"}], "against": {"hash": "h1"}}
+    recomputed = {"changes": [], "against": {"hash": "h2"}}  # its cut-off lineage's output gone since
+    own_change = {"changes": [{"field": "definition"}], "against": {"hash": "h1"}}
+    for miss, looks in ((None, False), (own_change, False), (parent_changed, True), (recomputed, True)):
+        action = {**base, "miss": miss}
+        assert may_be_cut_off(action) is looks
+        # The claim reads the action (reserve_bytes None) only when it will look for a cutoff.
+        assert ready(action)["reserve_bytes"] == (None if looks else 7)
+    # Never computed before (no miss) is never looked at, even read without its hash.
+    assert not may_be_cut_off({"managed": True, "miss": None})
 
 
 def test_only_a_real_deletion_is_announced_and_counted() -> None:
