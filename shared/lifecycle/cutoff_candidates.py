@@ -1,27 +1,13 @@
-"""Which actions and datasets early cutoff looks at (docs/planning.md, "Early cutoff"):
-pure rules on documents, apart from ``cutoff`` so that the READY event's payload
-(``effects``) and the planners' gates can ask them without importing the engine above them."""
+"""Which datasets early cutoff looks at (docs/planning.md, "Early cutoff"): pure rules on
+documents, apart from ``cutoff`` so that the planners' gates can ask them without importing
+the engine above them. Which actions it looks at is a question of why each is computed,
+answered once at planning (``misses.Miss.may_be_cut_off``) and recorded on the action."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from shared.states import DATASET_REUSABLE, DatasetState
-
-
-def may_be_cut_off(action: dict[str, Any]) -> bool:
-    """Whether early cutoff looks at this start: the one rule both the READY event's
-    payload (``effects``: the claim must read the action) and the claims (``starting``)
-    ask. Only an action computed because a parent changed, or computed again in the
-    lineage of an output gone since (one cut off before: it never made its own), is looked
-    at: the other starts pay no read for it. One with no miss recorded was never computed
-    before: no earlier lineage to cut it off."""
-    miss = action.get("miss")
-    if miss is None:
-        return False
-    if any(c.get("field") == "parent" for c in miss.get("changes") or []):
-        return True
-    return not miss.get("changes") and (miss.get("against") or {}).get("hash") == action.get("hash")
 
 
 def stable(doc: dict[str, Any]) -> bool:

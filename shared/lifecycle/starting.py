@@ -27,7 +27,6 @@ from shared.events import EventType
 from shared.executors.base import Executor, JobFenced, JobRequest
 from shared.hadoop.sqoop import sqoop_fields
 from shared.lifecycle import attempts, cutoff, reserving
-from shared.lifecycle.cutoff_candidates import may_be_cut_off
 from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import CannotReplan, Replans
 from shared.metrics import READY_TO_SUBMIT, SUBMIT_ERRORS
@@ -95,11 +94,11 @@ class Starter:
             # stale one is undone with the lost claim.
             action = ActionDoc(_id=action_id, managed=True, reserve_bytes=reserve_bytes)
         else:
-            fields = {**reserving.FIELDS, "state": 1, "attempt": 1, "miss": 1}
+            fields = {**reserving.FIELDS, "state": 1, "attempt": 1, "cutoff_candidate": 1}
             action = await acts.get(self.store, action_id, fields)
             if action is None or action["state"] != A.READY or int(action.get("attempt") or 0) != attempt:
                 return None  # an event about an earlier READY
-            if may_be_cut_off(action) and await self.cut_off(action_id):
+            if action.get("cutoff_candidate") and await self.cut_off(action_id):
                 return None
         room = await self.reserve(action)
         if room is None:
@@ -224,7 +223,7 @@ class Starter:
     async def claim(self, limit: int) -> tuple[list[ActionDoc], int]:
         """The actions taken (READY, or PROCESSING with a stale lease), and how many were found to take."""
         stale = time.time() - self.settings.stale_after
-        fields = {"lease_at": 1, "state": 1, "miss": 1, **reserving.FIELDS}
+        fields = {"lease_at": 1, "state": 1, "cutoff_candidate": 1, **reserving.FIELDS}
         candidates = await acts.in_state(self.store, A.READY, fields=fields, sort="updated_at", limit=limit)
         # A lease turns stale only after stale_after, so looking once per scrape interval is
         # soon enough; a scrape an event woke (an action just turned READY: a chain's hop)
@@ -238,7 +237,7 @@ class Starter:
         out, held = [], 0
         for c in candidates:
             ready = c["state"] == A.READY
-            if ready and may_be_cut_off(c) and await self.cut_off(c["_id"]):
+            if ready and c.get("cutoff_candidate") and await self.cut_off(c["_id"]):
                 continue
             # A READY action starts only with room for its output; a stale lease keeps its own.
             room = await self.reserve(c) if ready else {}

@@ -506,8 +506,10 @@ class Submitter:
                 )
                 await reserving.planned(store, docs, gate.known)  # what each start reserves
                 for d in docs:
-                    if d["decision"] == "compute" and d["local_id"] in misses:
-                        d["miss"] = misses[d["local_id"]].stored()
+                    if d["decision"] == "compute" and (miss := misses.get(d["local_id"])) is not None:
+                        d["miss"] = miss.stored()
+                        if miss.may_be_cut_off(d["hash"]):  # absent otherwise: most actions pay no field
+                            d["cutoff_candidate"] = True
                 # Actions become claimable by the action managers once inserted: insert them only
                 # while this planner provably holds the workflow, so the sweep cannot undo it under them.
                 if not await lease.renew():

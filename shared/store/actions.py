@@ -46,6 +46,8 @@ class ActionDoc(TypedDict, total=False):
     # Computed: what changed since it was last computed (shared.lifecycle.misses.Miss.stored);
     # null: never computed before; absent: planned before misses were explained.
     miss: dict[str, Any] | None
+    # Early cutoff looks at its start (misses.Miss.may_be_cut_off, asked at planning); absent: it does not.
+    cutoff_candidate: bool
     # Following a computation in flight (docs/state-machines.md, "Following"):
     follows: str  # FOLLOWING: the action computing its dataset
     followers: list[str]  # the actions following this one's computation

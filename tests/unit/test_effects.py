@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from shared.events import PAYLOADS, Event, EventType
-from shared.lifecycle.cutoff_candidates import may_be_cut_off
 from shared.lifecycle.effects import EFFECTS as TABLES
 from shared.lifecycle.effects import PAYLOAD_OF, effects_of
+from shared.lifecycle.misses import NEVER, Against, Miss
+from shared.lineage_diff import PARENT, Change
 from shared.states import ACTION_INITIAL, DATASET_INITIAL, ActionState, DatasetState, WorkflowState, sources_for
 from shared.states import TABLES as TRANSITIONS
 
@@ -57,17 +58,16 @@ def test_a_planned_ready_action_wakes_the_action_managers_like_a_readied_one() -
 
 def test_a_ready_event_leaves_the_reservation_to_the_claim_exactly_when_early_cutoff_looks() -> None:
     ready = PAYLOAD_OF[EventType.ACTION_READY]
-    base = {"managed": True, "hash": "h2", "reserve_bytes": 7}
-    parent_changed = {"changes": [{"field": "parent"}], "against": {"hash": "h1"}}
-    recomputed = {"changes": [], "against": {"hash": "h2"}}  # its cut-off lineage's output gone since
-    own_change = {"changes": [{"field": "definition"}], "against": {"hash": "h1"}}
-    for miss, looks in ((None, False), (own_change, False), (parent_changed, True), (recomputed, True)):
-        action = {**base, "miss": miss}
-        assert may_be_cut_off(action) is looks
-        # The claim reads the action (reserve_bytes None) only when it will look for a cutoff.
+    earlier = Against("wf-0", "wf-0.b", "h1", "STORED")
+    parent_changed = Miss("parent a", [Change(PARENT, "p1", "p2", parent="a")], earlier)
+    own_change = Miss("command", [Change("command", "x", "y")], earlier)
+    recomputed = Miss("same lineage", [], Against("wf-0", "wf-0.b", "h2", "LOST"))  # its output gone since
+    for miss, looks in ((Miss(NEVER), False), (own_change, False), (parent_changed, True), (recomputed, True)):
+        # Asked once, at planning (the planner records the answer on the action) ...
+        assert miss.may_be_cut_off("h2") is looks
+        action = {"managed": True, "hash": "h2", "reserve_bytes": 7, **({"cutoff_candidate": True} if looks else {})}
+        # ... and the claim reads the action (reserve_bytes None) only when it will look for a cutoff.
         assert ready(action)["reserve_bytes"] == (None if looks else 7)
-    # Never computed before (no miss) is never looked at, even read without its hash.
-    assert not may_be_cut_off({"managed": True, "miss": None})
 
 
 def test_only_a_real_deletion_is_announced_and_counted() -> None:
