@@ -215,7 +215,7 @@ class CallbackService:
         await self.mover.action(
             action["_id"], A.READY, by=self.name, sources=[A.SUBMITTED],
             where={"external_id": action["external_id"], "job_id": None}, note="submitter lost before the job existed",
-            push={"attempt_log": attempts.record(action, attempts.LOST, "submitter lost before the job existed")},
+            push={"attempt_log": acts.attempt_entry(action, attempts.LOST, "submitter lost before the job existed")},
         )  # fmt: skip
 
     async def repair(self) -> bool:

@@ -412,7 +412,7 @@ class Starter:
         message = f"submit failed ({tries}): {exc}"
         log.warning("%s: %s", action["_id"], message)
         guard = {"sources": [A.SUBMITTED], "where": {"external_id": external_id}, "note": message}
-        record = attempts.record(action, attempts.SUBMIT_FAILED, message)
+        record = acts.attempt_entry(action, attempts.SUBMIT_FAILED, message)
         if (await acts.get(self.store, action["_id"], {"kill_requested": 1}) or {}).get("kill_requested"):
             # Killed while it was being submitted: no retry, it ends KILLED.
             await self.ending.end(action, A.KILLED, "killed", message, by=self.owner, record=record, **guard)
