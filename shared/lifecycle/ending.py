@@ -248,9 +248,11 @@ class Outcomes:
             },
         )  # fmt: skip
         if done is not None:
-            # Children re-planning added while it committed (the list is final now), then followers.
+            # Children re-planning added while it committed (the list is final now), then followers:
+            # as at an end, one indexed query finds them, and most actions have none to resolve.
             await self.ready_children(done, skip=action.get("children"))
-            await self.following.resolve(done)
+            if followers := await acts.following(self.store, done["_id"]):
+                await self.following.resolve(done, followers)
         return done
 
     async def fail_attempt(
