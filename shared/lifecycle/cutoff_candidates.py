@@ -37,7 +37,8 @@ def stand_ins(known: dict[str, dict[str, Any]]) -> set[str]:
 
 def may_stand_in(doc: dict[str, Any] | None) -> bool:
     """A twin a plan may reuse in place of a cut-off dataset: stored, with its checksum
-    recorded, and a function of its lineage."""
+    recorded, and a function of its lineage (which the claim policy's REUSE implies). The
+    one rule a submission's gate and the dry run's ask of a twin."""
     if doc is None or doc.get("state") not in (DatasetState.STORED, DatasetState.LEAF):
         return False
     return doc.get("checksum") is not None and stable(doc)

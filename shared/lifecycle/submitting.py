@@ -110,7 +110,7 @@ class StoreGate:
     async def reuse_twin(self, h: str, twin: str, claimants: list[ActionId], leaf: bool) -> bool:
         """``h``'s action was cut off early (its dataset never made): reuse the twin it reused."""
         doc = self.known.get(twin)
-        if not may_stand_in(doc) or not meaning(doc).stored or not await self.present(doc):
+        if not may_stand_in(doc) or not await self.present(doc):
             return False
         assert doc is not None
         if ok := await self._claim(twin, doc, doc["lineage"], claimants, leaf):
