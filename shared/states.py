@@ -144,6 +144,8 @@ DATASET_IN_FLIGHT = frozenset({D.TO_STORE, D.TO_LEAF})
 DATASET_HELD = (D.STORED, D.LEAF, D.STORED_TO_DELETE, D.PROCESSING, D.DELETING, D.INVALIDATED)
 # Its files are being deleted right now: a new output is committed after they are gone.
 DATASET_BEING_DELETED = frozenset({D.PROCESSING, D.DELETING})
+# Already out of reuse: deleting or invalidating one by hand changes nothing.
+DATASET_OUT_OF_REUSE = frozenset({D.INVALIDATED, D.DELETED, D.DELETING, D.LOST})
 
 WORKFLOW_TRANSITIONS: dict[WorkflowState, frozenset[WorkflowState]] = {
     W.PLANNING: frozenset({W.RUNNING, W.SUCCEEDED, W.FAILED}),

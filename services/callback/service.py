@@ -1,10 +1,9 @@
-"""The callback service (thesis section 3.5): the URL executors notify, and the poller.
+"""The callback service (thesis section 3.5): the URL executors notify, and the timers of
+the poller (``shared.lifecycle.polling``), the repair sweep and the webhook outbox.
 
 A notification is only a hint. The endpoint checks the per-action secret, answers at
-once, then asks the executor for the job's real status before any transition. The
-poller asks the executor about every SUBMITTED/RUNNING action on a backoff schedule, so
-a workflow completes even if no notification ever arrives. Each poll is claimed by a
-guarded write of ``next_poll_at``, so replicas share the work instead of repeating it.
+once, then asks the executor for the job's real status before any transition
+(``shared.lifecycle.ending.Outcomes.check``).
 """
 
 from __future__ import annotations
@@ -13,19 +12,16 @@ import asyncio
 import hmac
 import logging
 import secrets
-import time
-import uuid
 
 from aiohttp import web
 
 from shared import logs, problems
 from shared.connections import CappedRunner
-from shared.lifecycle import attempts
+from shared.lifecycle.polling import Poller
 from shared.lifecycle.repairing import Repairs
-from shared.metrics import CALLBACKS, POLL_LAG
+from shared.metrics import CALLBACKS
 from shared.runtime import Context, health
 from shared.states import ActionState
-from shared.store import actions as acts
 from shared.store.actions import ActionDoc
 from shared.ticker import Ticker, cancel_all, forever
 from shared.webhooks import delivery as webhooks
@@ -45,7 +41,10 @@ class CallbackService:
         self.ctx = ctx
         self.settings = ctx.settings
         self.outcomes = ctx.outcomes(self.name)
-        self.mover = self.outcomes.mover
+        self.poller = Poller(
+            ctx.store, ctx.executor, self.outcomes.mover, self.outcomes, self.name, self.settings.poll_interval,
+            self.settings.poll_max_interval, self.settings.stale_after,
+        )  # fmt: skip
         self.poll_ticker = Ticker(min(1.0, self.settings.poll_interval))
         self.repairs = Repairs.of(self.outcomes, self.settings.settle_interval)
         self.repair_ticker = Ticker(self.settings.settle_interval)
@@ -129,94 +128,9 @@ class CallbackService:
             delay *= 2
         return action
 
-    def backoff(self, polls: int) -> float:
-        return min(self.settings.poll_max_interval, self.settings.poll_interval * (1.5**polls))
-
     async def poll(self) -> bool:
-        await self.due_retries()
-        await self.due_timeouts()
-        now = time.time()
-        store = self.ctx.store
-        due = [
-            a
-            for s in (A.SUBMITTED, A.RUNNING)
-            for a in await acts.in_state(store, s, {"next_poll_at": {"$lte": now}}, sort="next_poll_at", limit=100)
-        ]
-        due.sort(key=lambda a: a["next_poll_at"])
-        due = due[:100]
-        # Claimed together, in one guarded write and one read (a queue of submitted jobs
-        # waiting for slots falls due at once; docs/performance.md, "Work in groups").
-        taken = await acts.claim_polls(
-            store, [(a, now + self.backoff(int(a.get("poll_count", 0)) + 1)) for a in due], uuid.uuid4().hex
-        )
-        for a in due:
-            if a["_id"] not in taken:
-                continue
-            POLL_LAG.observe(max(0.0, now - a["next_poll_at"]))
-            with logs.about(a.get("workflow_id"), a["_id"]):
-                try:
-                    if not a.get("job_id"):
-                        await self.recover_unrecorded(a)
-                    else:
-                        await self.outcomes.stop_if_killed(a, a["job_id"])
-                        await self.outcomes.check(a)
-                except Exception:
-                    log.exception("polling %s failed; will retry", a["_id"])
-        return len(due) >= 100
-
-    async def due_retries(self) -> None:
-        """RETRYING actions whose ``retry_at`` has passed go back to READY (one guarded move
-        each): the delay lives in the document, so it survives any restart."""
-        due = await acts.in_state(
-            self.ctx.store, A.RETRYING, {"retry_at": {"$lte": time.time()}},
-            {"retry_at": 1, "failed_attempts": 1, "kill_requested": 1, "workflow_id": 1}, sort="retry_at", limit=100,
-        )  # fmt: skip
-        for a in due:
-            if a.get("kill_requested"):
-                continue  # its workflow's kill ends it
-            with logs.about(a.get("workflow_id"), a["_id"]):
-                try:
-                    await self.outcomes.retry_due(a)
-                except Exception:
-                    log.exception("readying %s for its retry failed; will retry", a["_id"])
-
-    async def due_timeouts(self) -> None:
-        """SUBMITTED/RUNNING actions whose ``timeout_at`` has passed: each check is claimed
-        (the next one pushed ``KILL_AGAIN_AFTER`` on), then the job's run time is judged."""
-        now, store = time.time(), self.ctx.store
-        for s in (A.SUBMITTED, A.RUNNING):
-            for a in await acts.in_state(store, s, {"timeout_at": {"$lte": now}}, sort="timeout_at", limit=100):
-                if not await acts.claim_timeout(store, a, now + attempts.KILL_AGAIN_AFTER):
-                    continue
-                with logs.about(a.get("workflow_id"), a["_id"]):
-                    try:
-                        await self.outcomes.enforce_timeout(a)
-                    except Exception:
-                        log.exception("checking %s for its timeout failed; will retry", a["_id"])
-
-    async def recover_unrecorded(self, action: ActionDoc) -> None:
-        """SUBMITTED with no job id: its submitter died between submitting and recording.
-        Or it is only slow (a loaded machine): the external id is fenced before the
-        attempt is taken back, so its job cannot start after the next attempt's does: two
-        live attempts would compute the dataset twice (docs/state-machines.md, "Action")."""
-        if time.time() - float(action.get("submitted_at", 0)) < self.settings.stale_after:
-            return
-        job_id = await self.ctx.executor.fence(action["external_id"])
-        if job_id is not None:
-            await acts.record_job(
-                self.ctx.store, action["_id"], action["external_id"], job_id, action.get("timeout_seconds")
-            )
-            return
-        if action.get("kill_requested"):
-            # Its workflow is being killed: no new attempt, it ends KILLED.
-            where = {"external_id": action["external_id"], "job_id": None}
-            await self.outcomes.end(action, A.KILLED, "killed", sources=[A.SUBMITTED], where=where, by=self.name)
-            return
-        await self.mover.action(
-            action["_id"], A.READY, by=self.name, sources=[A.SUBMITTED],
-            where={"external_id": action["external_id"], "job_id": None}, note="submitter lost before the job existed",
-            push={"attempt_log": attempts.record(action, attempts.LOST, "submitter lost before the job existed")},
-        )  # fmt: skip
+        """Ask the executor about the jobs in flight (``shared.lifecycle.polling.Poller``)."""
+        return await self.poller.poll()
 
     async def repair(self) -> bool:
         """Finish what a crash interrupted (``shared.lifecycle.repairing.Repairs``)."""

@@ -1,6 +1,7 @@
-"""The attempts of an action: the record each one leaves when it ends, and the action's
-execution settings that decide what follows a failed one (docs/state-machines.md,
-"Retries and timeouts").
+"""The attempts of an action: the names of how one ended (the ``outcome`` of the entry
+each leaves in the action's ``attempt_log``: ``shared.store.actions.attempt_entry``), and
+the action's execution settings that decide what follows a failed one
+(docs/state-machines.md, "Retries and timeouts").
 
 Retries and timeouts are execution settings, stored on the action document when it is
 planned (``retries``, ``timeout_seconds``) and never part of its lineage hash: changing
@@ -9,13 +10,11 @@ them does not change what the action computes, so its stored output is still reu
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from shared.executors.base import JobStatus
 from shared.workflow_spec import RetryPolicy
 
-# Outcomes an attempt's record may name.
+# How an attempt ended: the outcome its entry in ``attempt_log`` names.
 SUCCEEDED, FAILED, TIMED_OUT, KILLED, SUBMIT_FAILED, LOST = (
     "succeeded", "failed", "timed_out", "killed", "submit_failed", "lost",
 )  # fmt: skip
@@ -45,19 +44,3 @@ def timeout_message(seconds: float) -> str:
 def timed_out(action: dict[str, Any]) -> bool:
     """Its current job was killed by Pingo for running past its timeout."""
     return bool(action.get("job_id")) and action.get("timed_out_job") == action.get("job_id")
-
-
-def record(
-    action: dict[str, Any], outcome: str, error: str | None = None, status: JobStatus | None = None
-) -> dict[str, Any]:
-    """What is kept of one attempt when it ends: shown by the API and the CLI."""
-    return {
-        "attempt": int(action.get("attempt") or 0),
-        "job_id": action.get("job_id"),
-        "executor": action.get("executor"),
-        "submitted_at": action.get("submitted_at"),
-        "started_at": (status.started_at if status else None) or action.get("started_at"),
-        "ended_at": (status.ended_at if status else None) or time.time(),
-        "outcome": outcome,
-        "error": error,
-    }

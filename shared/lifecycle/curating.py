@@ -21,7 +21,7 @@ from typing import Any
 
 from shared.errors import PingoError
 from shared.lifecycle.moves import Mover
-from shared.states import DATASET_IN_FLIGHT, DATASET_WITHDRAWABLE, DatasetState
+from shared.states import DATASET_IN_FLIGHT, DATASET_OUT_OF_REUSE, DATASET_WITHDRAWABLE, DatasetState
 from shared.store import Store
 from shared.store import actions as acts
 from shared.store import datasets as ds
@@ -29,8 +29,6 @@ from shared.store import datasets as ds
 D = DatasetState
 IDLE = ds.IDLE
 NOT_COMPUTED = {"producers": {"$size": 0}}
-# Already out of reuse: a delete or an invalidation of these changes nothing.
-GONE = frozenset({D.INVALIDATED, D.DELETED, D.DELETING, D.LOST})
 # How far an invalidation with descendants looks (actions per dataset searched for readers).
 DESCENDANT_ACTIONS = 100
 SWEEP_BATCH = 500
@@ -77,7 +75,7 @@ class Curator:
         """Withdraw ``h`` for deletion (LEAF included); refused while a workflow needs it."""
         for _ in range(3):
             d = await ds.get(self.store, h)
-            if d is None or d["state"] in GONE or d["state"] == D.PROCESSING:
+            if d is None or d["state"] in DATASET_OUT_OF_REUSE or d["state"] == D.PROCESSING:
                 return d or {}
             if d["state"] not in DATASET_WITHDRAWABLE or d.get("claims") or d.get("producers"):
                 raise StillNeeded(needs(d))
@@ -111,7 +109,7 @@ class Curator:
             d = await ds.get(self.store, h)
             if d is None:
                 return "no such dataset", None
-            if d["state"] in GONE or d["state"] == D.PROCESSING:
+            if d["state"] in DATASET_OUT_OF_REUSE or d["state"] == D.PROCESSING:
                 return f"already {d['state']}", d
             if d["state"] not in DATASET_WITHDRAWABLE or d.get("producers"):
                 return f"being computed ({d['state']})", d

@@ -17,7 +17,7 @@ from typing import Any
 
 from shared.hashing import lineage_hash
 from shared.lifecycle.claims import Claim, meaning
-from shared.lifecycle.cutoff_candidates import may_be_cut_off, may_stand_in, stable, stand_in
+from shared.lifecycle.cutoff_candidates import may_stand_in, stable, stand_in
 from shared.states import DatasetState
 from shared.storage import Storage
 from shared.storage.verification import verify
@@ -58,7 +58,7 @@ class Cutoff:
 
 async def reusable(store: Store, storage: Storage, action: dict[str, Any]) -> Cutoff | None:
     """The stored dataset ``action`` may reuse because a parent's output has a twin."""
-    if not action.get("managed") or action.get("force") or not may_be_cut_off(action):
+    if not action.get("managed") or action.get("force") or not action.get("cutoff_candidate"):
         return None
     own = await ds.get(store, action["hash"])
     lineage = (own or {}).get("lineage")

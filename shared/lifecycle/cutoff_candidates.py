@@ -1,22 +1,13 @@
-"""Which actions and datasets early cutoff looks at (docs/planning.md, "Early cutoff"):
-pure rules on documents, apart from ``cutoff`` so that the READY event's payload
-(``effects``) and the planners' gates can ask them without importing the engine above them."""
+"""Which datasets early cutoff looks at (docs/planning.md, "Early cutoff"): pure rules on
+documents, apart from ``cutoff`` so that the planners' gates can ask them without importing
+the engine above them. Which actions it looks at is a question of why each is computed,
+answered once at planning (``misses.Miss.may_be_cut_off``) and recorded on the action."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from shared.states import DATASET_REUSABLE, DatasetState
-
-
-def may_be_cut_off(action: dict[str, Any]) -> bool:
-    """Only an action computed because a parent changed, or computed again in the lineage
-    of an output gone since (one cut off before: it never made its own), is looked at:
-    the other starts pay no read for it."""
-    miss = action.get("miss") or {}
-    if any(c.get("field") == "parent" for c in miss.get("changes") or []):
-        return True
-    return not miss.get("changes") and (miss.get("against") or {}).get("hash") == action.get("hash")
 
 
 def stable(doc: dict[str, Any]) -> bool:
@@ -46,7 +37,8 @@ def stand_ins(known: dict[str, dict[str, Any]]) -> set[str]:
 
 def may_stand_in(doc: dict[str, Any] | None) -> bool:
     """A twin a plan may reuse in place of a cut-off dataset: stored, with its checksum
-    recorded, and a function of its lineage."""
+    recorded, and a function of its lineage (which the claim policy's REUSE implies). The
+    one rule a submission's gate and the dry run's ask of a twin."""
     if doc is None or doc.get("state") not in (DatasetState.STORED, DatasetState.LEAF):
         return False
     return doc.get("checksum") is not None and stable(doc)

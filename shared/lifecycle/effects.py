@@ -23,7 +23,6 @@ from typing import Any
 
 from shared.events import EventType
 from shared.lifecycle import reserving
-from shared.lifecycle.cutoff_candidates import may_be_cut_off
 from shared.states import ACTION_REOPENABLE, DATASET_WITHDRAWABLE, ActionState, DatasetState, WorkflowState
 
 A, D, W = ActionState, DatasetState, WorkflowState
@@ -72,13 +71,13 @@ def _action(d: Doc) -> dict[str, Any]:
 def _ready_action(d: Doc) -> dict[str, Any]:
     # What its start reserves, worked out at planning, so the claim on this event reads
     # nothing (None: not worked out, the claim reads the action; shared.lifecycle.reserving).
-    # One that may be cut off early says None too: its claim reads it to look (shared.lifecycle.cutoff),
+    # One that may be cut off early (its planning recorded it: misses.Miss.may_be_cut_off) says
+    # None too: its claim reads it to look (shared.lifecycle.cutoff),
     # and so does one whose planning knew no size (a first run: its start works it out).
     if not d.get("managed"):
         return {**_action(d), "reserve_bytes": 0}
-    # One with no miss recorded was never computed before: no earlier lineage to cut it off.
     reserve = reserving.start_bytes(d)
-    if reserve is None or (d.get("miss") is not None and may_be_cut_off(d)):
+    if reserve is None or d.get("cutoff_candidate"):
         return {**_action(d), "reserve_bytes": None}
     return {**_action(d), "reserve_bytes": reserve}
 

@@ -51,6 +51,11 @@ NOTIFIED_FIELDS = {
 }  # fmt: skip
 
 
+def ran(status: JobStatus | None) -> dict[str, float | None]:
+    """When the job of an attempt ran, as its executor reported it (for its ``attempt_log`` entry)."""
+    return {"started_at": status.started_at, "ended_at": status.ended_at} if status else {}
+
+
 def nondeterminism(before: dict[str, Any] | None, checksum: str | None) -> dict[str, Any] | None:
     """The determinism audit (docs/planning.md, "Determinism audit"): a lineage computed
     again (forced, invalidated, lost, deleted) whose output's checksum differs from the one
@@ -131,7 +136,7 @@ class Outcomes:
                 elif action.get("kill_requested"):
                     moved = await self.end(
                         action, A.KILLED, "killed", status.error or "killed", sources=[A.SUBMITTED, A.RUNNING],
-                        where=job, record=attempts.record(action, attempts.KILLED, status.error, status),
+                        where=job, record=acts.attempt_entry(action, attempts.KILLED, status.error, **ran(status)),
                     )  # fmt: skip
                 elif attempts.timed_out(action):
                     message = attempts.timeout_message(float(action.get("timeout_seconds") or 0))
@@ -143,7 +148,7 @@ class Outcomes:
                     moved = await self.end(
                         action, A.FAILED, "action_failed", status.error or "killed outside Pingo",
                         sources=[A.SUBMITTED, A.RUNNING], where=job,
-                        record=attempts.record(action, attempts.KILLED, status.error, status),
+                        record=acts.attempt_entry(action, attempts.KILLED, status.error, **ran(status)),
                     )  # fmt: skip
             finally:
                 # Once the action has left SUBMITTED/RUNNING no lease can be taken again: only
@@ -194,7 +199,7 @@ class Outcomes:
             return await self.end(
                 action, A.FAILED, "commit_refused", f"its output could not be committed: {exc}",
                 sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
-                record=attempts.record(action, attempts.FAILED, str(exc), status),
+                record=acts.attempt_entry(action, attempts.FAILED, str(exc), **ran(status)),
             )  # fmt: skip
         # A managed dataset's checksum is taken whatever PINGO_VERIFY_REUSE says: it is what
         # a later check at the checksum level compares against. An unmanaged output is never reused.
@@ -230,7 +235,7 @@ class Outcomes:
         await ds.release(self.store, {h: {action["_id"]} for h in action.get("claims", [])}, set(), self.by, "finished")
         done = await self.mover.action(
             action["_id"], A.FINISHED, by=self.by, sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
-            push={"attempt_log": attempts.record(action, attempts.SUCCEEDED, None, status)},
+            push={"attempt_log": acts.attempt_entry(action, attempts.SUCCEEDED, None, **ran(status))},
             set={
                 "error": None,  # an earlier attempt's, if it was retried
                 "finished_at": time.time(),
@@ -243,9 +248,11 @@ class Outcomes:
             },
         )  # fmt: skip
         if done is not None:
-            # Children re-planning added while it committed (the list is final now), then followers.
+            # Children re-planning added while it committed (the list is final now), then followers:
+            # as at an end, one indexed query finds them, and most actions have none to resolve.
             await self.ready_children(done, skip=action.get("children"))
-            await self.following.resolve(done)
+            if followers := await acts.following(self.store, done["_id"]):
+                await self.following.resolve(done, followers)
         return done
 
     async def fail_attempt(
@@ -256,7 +263,7 @@ class Outcomes:
         what it holds (claims, producer mark, followers: the computation goes on); else
         it ends FAILED. A kill requested meanwhile wins: it ends KILLED."""
         job = {"job_id": action["job_id"]}
-        entry = attempts.record(action, outcome, error, status)
+        entry = acts.attempt_entry(action, outcome, error, **ran(status))
         retry = attempts.next_retry(action)
         if retry is None:
             failed = int(action.get("failed_attempts") or 0) + 1
@@ -372,7 +379,7 @@ class Outcomes:
         An attempt in flight leaves its ``record`` (by default one named after ``target``)."""
         if record is None and action.get("attempt") and {A.SUBMITTED, A.RUNNING} >= {*sources}:
             outcome = attempts.KILLED if target == A.KILLED else attempts.FAILED
-            record = attempts.record(action, outcome, error or reason)
+            record = acts.attempt_entry(action, outcome, error or reason)
         async with self.mover.batch():
             # Most actions have no follower: one indexed query, and nothing more to do for them.
             followed = bool(await acts.following(self.store, action["_id"]))

@@ -194,11 +194,13 @@ class Following:
         produced = {follower["hash"]} if follower.get("managed") else set()
         await ds.release(self.store, held, produced, self.by, "successor gone")
 
-    async def resolve(self, producer: ActionDoc, also: list[str] | None = None) -> None:
+    async def resolve(self, producer: ActionDoc, followers: list[ActionDoc] | None = None) -> None:
         """After ``producer``'s terminal move: every follower still following it completes,
-        follows the successor, or fails."""
+        follows the successor, or fails. ``followers``: those its caller read after that
+        move (else they are read here)."""
         pid = producer["_id"]
-        followers = await acts.following(self.store, pid)
+        if followers is None:
+            followers = await acts.following(self.store, pid)
         if not followers:
             return
         if producer["state"] == A.FINISHED:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from shared.lineage_diff import Change, changes
+from shared.lineage_diff import PARENT, Change, changes
 from shared.planning import PlannedAction
 from shared.store import Store
 from shared.store import actions as acts
@@ -46,6 +46,18 @@ class Miss:
     summary: str
     changes: list[Change] = field(default_factory=list)
     against: Against | None = None
+
+    def may_be_cut_off(self, h: str) -> bool:
+        """Whether early cutoff looks at the start of the action computed for this miss
+        (``h``: its lineage hash; docs/planning.md, "Early cutoff"): one computed because a
+        parent changed, or computed again in its own lineage, an output gone since (one cut
+        off before: it never made its own). Never computed before: no earlier lineage to
+        cut it off. Asked once, at planning: the action records the answer
+        (``cutoff_candidate``), which the READY event's payload and the claims read, so the
+        other starts pay no read for it."""
+        if any(c.field == PARENT for c in self.changes):
+            return True
+        return not self.changes and self.against is not None and self.against.hash == h
 
     def stored(self) -> dict[str, Any] | None:
         """As kept on the action: None for "never computed before", the commonest, since

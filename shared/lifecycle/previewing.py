@@ -44,7 +44,7 @@ class ReadOnlyGate:
             return False
         if (twin := stand_in(doc)) is not None:  # docs/planning.md, "Early cutoff", step 3
             found_twin = self.known.get(twin)
-            if not may_stand_in(found_twin) or not meaning(found_twin).stored:
+            if not may_stand_in(found_twin):
                 return False
             assert found_twin is not None
             if (await whole(self.storage, found_twin, self.level))[0].ok:

@@ -47,13 +47,6 @@ A = ActionState
 ReadyEvent = tuple[str, int, str, int | None]
 
 
-def may_be_cut_off(action: ActionDoc) -> bool:
-    """Whether early cutoff looks at this start. One with no miss recorded was never
-    computed before: no earlier lineage to cut it off, so its rules are not asked (as the
-    READY event's payload does not ask them, ``shared.lifecycle.effects``)."""
-    return action.get("miss") is not None and cutoff.may_be_cut_off(action)
-
-
 class Ending(Protocol):
     """How a start that cannot go on ends its action (``shared.lifecycle.ending``)."""
 
@@ -101,11 +94,11 @@ class Starter:
             # stale one is undone with the lost claim.
             action = ActionDoc(_id=action_id, managed=True, reserve_bytes=reserve_bytes)
         else:
-            fields = {**reserving.FIELDS, "state": 1, "attempt": 1, "miss": 1}
+            fields = {**reserving.FIELDS, "state": 1, "attempt": 1, "cutoff_candidate": 1}
             action = await acts.get(self.store, action_id, fields)
             if action is None or action["state"] != A.READY or int(action.get("attempt") or 0) != attempt:
                 return None  # an event about an earlier READY
-            if may_be_cut_off(action) and await self.cut_off(action_id):
+            if action.get("cutoff_candidate") and await self.cut_off(action_id):
                 return None
         room = await self.reserve(action)
         if room is None:
@@ -230,7 +223,7 @@ class Starter:
     async def claim(self, limit: int) -> tuple[list[ActionDoc], int]:
         """The actions taken (READY, or PROCESSING with a stale lease), and how many were found to take."""
         stale = time.time() - self.settings.stale_after
-        fields = {"lease_at": 1, "state": 1, "miss": 1, **reserving.FIELDS}
+        fields = {"lease_at": 1, "state": 1, "cutoff_candidate": 1, **reserving.FIELDS}
         candidates = await acts.in_state(self.store, A.READY, fields=fields, sort="updated_at", limit=limit)
         # A lease turns stale only after stale_after, so looking once per scrape interval is
         # soon enough; a scrape an event woke (an action just turned READY: a chain's hop)
@@ -244,7 +237,7 @@ class Starter:
         out, held = [], 0
         for c in candidates:
             ready = c["state"] == A.READY
-            if ready and may_be_cut_off(c) and await self.cut_off(c["_id"]):
+            if ready and c.get("cutoff_candidate") and await self.cut_off(c["_id"]):
                 continue
             # A READY action starts only with room for its output; a stale lease keeps its own.
             room = await self.reserve(c) if ready else {}
@@ -419,7 +412,7 @@ class Starter:
         message = f"submit failed ({tries}): {exc}"
         log.warning("%s: %s", action["_id"], message)
         guard = {"sources": [A.SUBMITTED], "where": {"external_id": external_id}, "note": message}
-        record = attempts.record(action, attempts.SUBMIT_FAILED, message)
+        record = acts.attempt_entry(action, attempts.SUBMIT_FAILED, message)
         if (await acts.get(self.store, action["_id"], {"kill_requested": 1}) or {}).get("kill_requested"):
             # Killed while it was being submitted: no retry, it ends KILLED.
             await self.ending.end(action, A.KILLED, "killed", message, by=self.owner, record=record, **guard)

@@ -110,7 +110,7 @@ class StoreGate:
     async def reuse_twin(self, h: str, twin: str, claimants: list[ActionId], leaf: bool) -> bool:
         """``h``'s action was cut off early (its dataset never made): reuse the twin it reused."""
         doc = self.known.get(twin)
-        if not may_stand_in(doc) or not meaning(doc).stored or not await self.present(doc):
+        if not may_stand_in(doc) or not await self.present(doc):
             return False
         assert doc is not None
         if ok := await self._claim(twin, doc, doc["lineage"], claimants, leaf):
@@ -506,8 +506,10 @@ class Submitter:
                 )
                 await reserving.planned(store, docs, gate.known)  # what each start reserves
                 for d in docs:
-                    if d["decision"] == "compute" and d["local_id"] in misses:
-                        d["miss"] = misses[d["local_id"]].stored()
+                    if d["decision"] == "compute" and (miss := misses.get(d["local_id"])) is not None:
+                        d["miss"] = miss.stored()
+                        if miss.may_be_cut_off(d["hash"]):  # absent otherwise: most actions pay no field
+                            d["cutoff_candidate"] = True
                 # Actions become claimable by the action managers once inserted: insert them only
                 # while this planner provably holds the workflow, so the sweep cannot undo it under them.
                 if not await lease.renew():

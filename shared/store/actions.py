@@ -46,6 +46,8 @@ class ActionDoc(TypedDict, total=False):
     # Computed: what changed since it was last computed (shared.lifecycle.misses.Miss.stored);
     # null: never computed before; absent: planned before misses were explained.
     miss: dict[str, Any] | None
+    # Early cutoff looks at its start (misses.Miss.may_be_cut_off, asked at planning); absent: it does not.
+    cutoff_candidate: bool
     # Following a computation in flight (docs/state-machines.md, "Following"):
     follows: str  # FOLLOWING: the action computing its dataset
     followers: list[str]  # the actions following this one's computation
@@ -87,7 +89,7 @@ class ActionDoc(TypedDict, total=False):
     retry_at: float
     timeout_at: float
     timed_out_job: str
-    attempt_log: list[dict[str, Any]]  # one record per attempt that ended (attempts.record)
+    attempt_log: list[dict[str, Any]]  # one entry per attempt that ended (attempt_entry)
     secret: str | None  # the callback secret; None for actions never run
     saved_seconds: float  # for REUSED/SKIPPED: the mean compute time it saved
     action_folder_path: str
@@ -119,6 +121,26 @@ class ActionDoc(TypedDict, total=False):
     upstream_input_changed: list[dict[str, Any]]
     # Its output differs from its lineage's last commit: the checksums (ending.nondeterminism).
     nondeterministic: dict[str, Any]
+
+
+def attempt_entry(
+    action: ActionDoc, outcome: str, error: str | None = None, *, started_at: float | None = None,
+    ended_at: float | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """What ``attempt_log`` keeps of the attempt ``action`` records, once it ended with
+    ``outcome`` (the names in ``shared.lifecycle.attempts``): shown by the API and the CLI,
+    read back as ``records.AttemptRecord``. ``started_at``, ``ended_at``: its job's, as
+    the executor reported them, if it did."""
+    return {
+        "attempt": int(action.get("attempt") or 0),
+        "job_id": action.get("job_id"),
+        "executor": action.get("executor"),
+        "submitted_at": action.get("submitted_at"),
+        "started_at": started_at or action.get("started_at"),
+        "ended_at": ended_at or time.time(),
+        "outcome": outcome,
+        "error": error,
+    }
 
 
 async def insert_many(store: Store, docs: list[ActionDoc]) -> None:

@@ -140,11 +140,6 @@ async def release(store: Store, key: str) -> bool:
     return res.modified_count == 1
 
 
-async def unwant(store: Store, action_id: str) -> None:
-    """``action_id`` no longer waits for room (it started, or ended waiting)."""
-    await store.budget.update_one({"_id": BUDGET}, {"$unset": {f"wanted.{_key(action_id)}": ""}})
-
-
 async def pending(store: Store, fresh_after: float) -> tuple[int, int]:
     """What the decision service frees for besides what is stored: (bytes reserved, bytes
     wanted by actions held since ``fresh_after``; an older want is one nobody renewed)."""

@@ -8,6 +8,8 @@ import pytest
 from shared.events import PAYLOADS, Event, EventType
 from shared.lifecycle.effects import EFFECTS as TABLES
 from shared.lifecycle.effects import PAYLOAD_OF, effects_of
+from shared.lifecycle.misses import NEVER, Against, Miss
+from shared.lineage_diff import PARENT, Change
 from shared.states import ACTION_INITIAL, DATASET_INITIAL, ActionState, DatasetState, WorkflowState, sources_for
 from shared.states import TABLES as TRANSITIONS
 
@@ -52,6 +54,20 @@ def test_a_managed_output_is_announced_stored_and_an_unmanaged_one_is_not() -> N
 
 def test_a_planned_ready_action_wakes_the_action_managers_like_a_readied_one() -> None:
     assert events("action", None, A.READY) == events("action", A.WAITING, A.READY) == [EventType.ACTION_READY]
+
+
+def test_a_ready_event_leaves_the_reservation_to_the_claim_exactly_when_early_cutoff_looks() -> None:
+    ready = PAYLOAD_OF[EventType.ACTION_READY]
+    earlier = Against("wf-0", "wf-0.b", "h1", "STORED")
+    parent_changed = Miss("parent a", [Change(PARENT, "p1", "p2", parent="a")], earlier)
+    own_change = Miss("command", [Change("command", "x", "y")], earlier)
+    recomputed = Miss("same lineage", [], Against("wf-0", "wf-0.b", "h2", "LOST"))  # its output gone since
+    for miss, looks in ((Miss(NEVER), False), (own_change, False), (parent_changed, True), (recomputed, True)):
+        # Asked once, at planning (the planner records the answer on the action) ...
+        assert miss.may_be_cut_off("h2") is looks
+        action = {"managed": True, "hash": "h2", "reserve_bytes": 7, **({"cutoff_candidate": True} if looks else {})}
+        # ... and the claim reads the action (reserve_bytes None) only when it will look for a cutoff.
+        assert ready(action)["reserve_bytes"] == (None if looks else 7)
 
 
 def test_only_a_real_deletion_is_announced_and_counted() -> None:
