@@ -182,6 +182,15 @@ async def test_with_every_notification_lost_polling_ends_the_workflows_and_a_lat
     # The failure as Oozie reports it (errorCode: errorMessage), the same text on both targets.
     assert (failed["state"], failed["actions"][0]["state"]) == ("FAILED", "FAILED")
     assert failed["actions"][0]["error"] == SHELL_ERROR
+    # Its log through the API: Oozie's job log (docs/hadoop-protocol.md, "Job logs"), its
+    # lines naming the job; stderr its error lines.
+    boom = failed["actions"][0]
+    for query in ("", "?stream=stderr"):
+        async with api.http.get(f"{api.base}/api/v1/actions/{boom['id']}/logs{query}") as r:
+            assert (r.status, r.headers["Content-Type"]) == (200, "text/plain; charset=utf-8"), await r.text()
+            text = await r.text()
+        if not query:
+            assert f"JOB[{boom['jobId']}]" in text, text[-2000:]
     for wf, status in ((ok, "SUCCEEDED"), (failed, "KILLED")):  # Oozie ends a failed job through its kill node
         a = wf["actions"][0]
         assert a["attempts"] == 1, a
