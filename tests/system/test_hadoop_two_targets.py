@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -174,10 +175,20 @@ async def test_with_every_notification_lost_polling_ends_the_workflows_and_a_lat
     api = hadoop.api
     fail = {"id": 1, "name": "l-boom", "type": "SHELL", "actionFolder": "jobs", "command": ["python3", "fail.py"],
             "additionalInput": [{"value": "on purpose"}]}  # fmt: skip
-    # Independent workflows, side by side: one succeeds, one fails.
-    plans = [await api.submit({"name": "lost-ok", "actions": [synth(1, "l-ok", webhdfs=hadoop.webhdfs_url)]}),
-             await api.submit({"name": "lost-fails", "actions": [fail]})]  # fmt: skip
-    ok, failed = await asyncio.gather(*(api.wait(p["id"], timeout=RUN_TIMEOUT) for p in plans))
+    # Its first attempt fails; Pingo tries it again, as a new Oozie job.
+    marker = f"/user/{OWNER}/failed-once-{uuid.uuid4().hex[:8]}"
+    flaky = synth(1, "l-flaky", webhdfs=hadoop.webhdfs_url, SYNTH_FAIL_ONCE=marker)
+    flaky["retries"] = {"count": 1, "delaySeconds": 0.2}
+    # Independent workflows, side by side: one succeeds, one fails, one succeeds when retried.
+    bodies = [{"name": "lost-ok", "actions": [synth(1, "l-ok", webhdfs=hadoop.webhdfs_url)]},
+              {"name": "lost-fails", "actions": [fail]}, {"name": "lost-flaky", "actions": [flaky]}]  # fmt: skip
+    plans = [await api.submit(body) for body in bodies]
+    ok, failed, retried = await asyncio.gather(*(api.wait(p["id"], timeout=RUN_TIMEOUT) for p in plans))
+    assert retried["state"] == "SUCCEEDED", errors(retried)
+    attempts = retried["actions"][0]["attemptLog"]
+    assert [r["outcome"] for r in attempts] == ["failed", "succeeded"], attempts
+    assert [(await hadoop.oozie.info(r["jobId"]))["status"] for r in attempts] == ["KILLED", "SUCCEEDED"]
+    assert await hadoop.target.exists(marker)
     assert ok["state"] == "SUCCEEDED", errors(ok)
     # The failure as Oozie reports it (errorCode: errorMessage), the same text on both targets.
     assert (failed["state"], failed["actions"][0]["state"]) == ("FAILED", "FAILED")
@@ -229,10 +240,15 @@ async def launched(hadoop: HadoopPingo, job: str) -> bool:
     return node["status"] == "RUNNING" and bool(node.get("externalId"))
 
 
-async def test_killing_a_running_workflow_kills_its_oozie_job(hadoop: HadoopPingo) -> None:
+async def test_killing_a_running_workflow_or_an_action_past_its_timeout_kills_its_oozie_job(
+    hadoop: HadoopPingo,
+) -> None:
     api = hadoop.api
     plan = await api.submit({"name": "to-kill", "actions": [
         synth(1, "k-slow", webhdfs=hadoop.webhdfs_url, SYNTH_SECONDS="600")]})  # fmt: skip
+    # Beside it, an action that hangs past its timeout: Pingo kills its job.
+    hang = synth(1, "k-hang", webhdfs=hadoop.webhdfs_url, SYNTH_SECONDS="600")
+    hanging = await api.submit({"name": "hangs", "actions": [hang | {"timeoutSeconds": 1}]})
     # Killed once its job runs: the shell action launched (a YARN application on the real
     # cluster, a process on the emulator).
     async with asyncio.timeout(RUN_TIMEOUT):
@@ -247,3 +263,8 @@ async def test_killing_a_running_workflow_kills_its_oozie_job(hadoop: HadoopPing
     assert (wf["state"], wf["actions"][0]["state"]) == ("KILLED", "KILLED")
     assert (await hadoop.oozie.info(wf["actions"][0]["jobId"]))["status"] == "KILLED"
     assert not await hadoop.target.exists(f"{hadoop.root}/datasets/{wf['actions'][0]['hash']}")
+    timed_out = await api.wait(hanging["id"], timeout=RUN_TIMEOUT)
+    assert timed_out["state"] == "FAILED"
+    (a,) = timed_out["actions"]
+    assert (a["reason"], a["error"]) == ("timed_out", "timed out after 1 s")
+    assert (await hadoop.oozie.info(a["jobId"]))["status"] == "KILLED"
