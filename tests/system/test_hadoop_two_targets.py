@@ -8,10 +8,10 @@ job's configuration to replay one late. A difference between the targets is a fa
 fixed in Pingo or in the emulator and listed in docs/hadoop-protocol.md ("Emulator and
 real cluster").
 
-The jobs are SHELL actions running tests/jobs/hdfs_synth.py (it reads and writes over
-WebHDFS: a YARN container has no Hadoop client) and a streaming word count; on the real
-cluster each is a YARN application (10-20 s), so the workflows are short and one test
-carries several assertions.
+The orphan sweep runs beside the first test's workflows. The jobs are SHELL actions
+running tests/jobs/hdfs_synth.py (it reads and writes over WebHDFS: a YARN container has no
+Hadoop client) and a streaming word count; on the real cluster each is a YARN application
+(10-20 s), so the workflows are short and one test carries several assertions.
 
 The services' Hadoop tests that stay emulator-only (fault knobs the real servers give only
 by accident, or what only the emulator can count) are in tests/system/test_hadoop_system.py
@@ -21,6 +21,7 @@ and the other ``test_hadoop_*`` modules; its docstring says why each stays.
 from __future__ import annotations
 
 import asyncio
+import posixpath
 import re
 import time
 import uuid
@@ -29,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.storage.base import ATTEMPTS_DIR
 from shared.store.transitions import decode
 from tests.support.hadoop_pingo import OWNER, HadoopPingo, pingo_on_hadoop, synth
 from tests.support.hadoop_targets import TARGETS
@@ -80,11 +82,29 @@ async def word_counts(hadoop: HadoopPingo, path: str) -> dict[str, int]:
     return {w: int(n) for w, n in (line.split("\t") for line in lines)}
 
 
-@pytest.mark.settings(verify_reuse="checksum")
+async def leave_orphans(hadoop: HadoopPingo) -> list[str]:
+    """What nobody owns in the managed root: a dataset's folder no dataset has (Pingo's),
+    and an attempt a user's job left behind with a folder it made read-only (the user's)."""
+    datasets = f"{hadoop.root}/datasets"
+    orphan, left = f"{datasets}/{'f' * 64}", f"{datasets}/{ATTEMPTS_DIR}/{'e' * 64}.wf-x.1.1"
+    await hadoop.fs.create(f"{orphan}/part-00000", b"nobody's\n")
+    await hadoop.fs.mkdirs(posixpath.dirname(left))  # as Pingo makes it, its own
+    await hadoop.target.as_superuser("PUT", f"{left}/ro", op="MKDIRS")
+    await hadoop.target.as_superuser("PUT", f"{left}/ro/part-00000", op="CREATE", overwrite="true")
+    for path in (left, f"{left}/ro", f"{left}/ro/part-00000"):
+        await hadoop.target.as_superuser("PUT", path, op="SETOWNER", owner=OWNER)
+    await hadoop.target.as_superuser("PUT", f"{left}/ro", op="SETPERMISSION", permission="555")
+    return [orphan, left]
+
+
+@pytest.mark.settings(verify_reuse="checksum", orphan_sweep_interval=1.0)
 async def test_a_workflow_is_committed_reused_and_what_changes_behind_pingos_back_or_by_hand_is_recomputed(
     hadoop: HadoopPingo,
 ) -> None:
     api, fs, root = hadoop.api, hadoop.fs, hadoop.root
+    # Left before the workflows: the orphan sweep, running all along, removes them and
+    # nothing of the workflows'.
+    orphans = await leave_orphans(hadoop)
     body = chain(hadoop)
     t0 = time.monotonic()
     wf = await api.run(body, timeout=RUN_TIMEOUT)
@@ -164,6 +184,13 @@ async def test_a_workflow_is_committed_reused_and_what_changes_behind_pingos_bac
     await dataset_in(hadoop, count["hash"], "DELETED")
     assert not await hadoop.target.exists(count["outputPath"])
     assert await hadoop.target.exists(top["outputPath"]) and await hadoop.target.exists(root_["outputPath"])
+    deadline = time.monotonic() + 60
+    while any([await hadoop.target.exists(path) for path in orphans]):
+        assert time.monotonic() < deadline, "the orphans are still there"
+        await asyncio.sleep(0.5)
+    for a in [*fourth["actions"], *third["actions"][1:3]]:
+        if a["hash"] != count["hash"]:
+            assert (await fs.status(a["outputPath"]))["permission"] == "555", a
     print(f"\n[{hadoop.kind}] 3 shell actions and a streaming word count: {computed_in:.0f} s computed, "
           f"{recomputed_in:.0f} s after a loss")  # fmt: skip
 
