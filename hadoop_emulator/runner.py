@@ -18,7 +18,8 @@ outside the HDFS namespace, the way a YARN launcher container would:
 - environment: the emulator's less its ``PINGO_`` variables (a container does not get its
   submitter's settings or credentials, which an emulator started beside Pingo holds), plus
   ``PINGO_EMULATOR_HDFS_ROOT``, ``OOZIE_JOB_ID`` and ``OOZIE_ACTION_CONF_XML`` (the action
-  configuration written as ``action.xml``);
+  configuration written as ``action.xml``), and ``USER`` and ``LOGNAME`` the job's user, as
+  YARN sets them in a container (a job writing over WebHDFS as ``$USER`` writes as its owner);
 - stdout and stderr go to files ``stdout`` and ``stderr`` in the working directory.
 
 Always argv lists, never a shell. The process gets its own process group so a kill
@@ -243,6 +244,7 @@ class ActionRunner:
         env["OOZIE_JOB_ID"] = self.job_id
         env["OOZIE_ACTION_CONF_XML"] = str(self.workdir / "action.xml")
         env["PWD"] = str(self.workdir)
+        env["USER"] = env["LOGNAME"] = self.action_conf.get("user.name", "dr.who")
         entries = {"shell": self.spec.env_vars, "map-reduce": self.spec.stream_env}.get(self.spec.type, [])
         for entry in entries:
             key, _, value = entry.partition("=")

@@ -27,10 +27,14 @@ LAUNCHER_JAR = f"oozie-sharelib-oozie-{OOZIE_VERSION}.jar"
 STREAMING_JAR = f"oozie-sharelib-streaming-{OOZIE_VERSION}.jar"
 SQOOP_JAR = f"oozie-sharelib-sqoop-{OOZIE_VERSION}.jar"
 HEALTH_POLL = 0.5
-# Oozie's own log4j 1 appender: the server log and the job logs (show=log) are read from it.
+# Oozie's own log4j 1 appender: the server log, and the job logs (show=log) Oozie's log
+# streamer reads back from it. The streamer serves them only from an hourly or daily rolling
+# appender (a plain FileAppender answers every show=log "Log streaming disabled!!"), whose
+# rotation it must know to find a period's files: docs/hadoop-protocol.md, "Job logs".
 LOG4J = """\
 log4j.rootLogger=INFO, oozie
-log4j.appender.oozie=org.apache.log4j.FileAppender
+log4j.appender.oozie=org.apache.log4j.DailyRollingFileAppender
+log4j.appender.oozie.DatePattern='.'yyyy-MM-dd-HH
 log4j.appender.oozie.File=${oozie.log.dir}/oozie.log
 log4j.appender.oozie.Append=true
 log4j.appender.oozie.layout=org.apache.log4j.PatternLayout

@@ -3,12 +3,16 @@
 cluster, where a shell action's paths are HDFS paths and no Hadoop client is installed in
 the container. It reads each input's part-00000 and writes OUTPUT_DIR/part-00000 and
 OUTPUT_DIR/_lineage over WebHDFS (``PINGO_JOB_WEBHDFS``, a configuration parameter), as
-the container's user (YARN sets ``USER`` to the application's)."""
+the container's user (YARN sets ``USER`` to the application's). ``SYNTH_SECONDS`` in its
+environment: how long it works before writing (a job long enough to be killed);
+``SYNTH_FAIL_ONCE``, an HDFS path: the job fails (exit 1) if nothing is there yet, after
+writing it (a job that succeeds when tried again)."""
 
 import hashlib
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -45,8 +49,24 @@ def create(path: str, data: bytes) -> None:
         pass
 
 
+def exists(path: str) -> bool:
+    try:
+        with urllib.request.urlopen(url(path, "GETFILESTATUS"), timeout=60):
+            return True
+    except urllib.error.HTTPError as error:
+        if error.code != 404:
+            raise
+        return False
+
+
 def main(argv: list[str]) -> int:
     label, inputs, output = argv[0], argv[1:-1], argv[-1]
+    marker = os.environ.get("SYNTH_FAIL_ONCE")
+    if marker and not exists(marker):
+        create(marker, b"failed\n")
+        print(f"hdfs_synth {label}: failing once on purpose", file=sys.stderr, flush=True)
+        return 1
+    time.sleep(float(os.environ.get("SYNTH_SECONDS", "0")))
     digest = hashlib.sha256(label.encode())
     for d in inputs:
         with urllib.request.urlopen(url(f"{hdfs_path(d)}/part-00000", "OPEN"), timeout=60) as r:

@@ -1,14 +1,12 @@
 """Pingo's whole Hadoop path on real Apache servers (``real_hadoop``): the five services in
 this process with ``PINGO_EXECUTOR=oozie`` and ``PINGO_STORAGE=webhdfs`` against the
-session's real mini cluster (WebHDFS, YARN) and a real Apache Oozie 5.2.1 (one for the
-module). A workflow of SHELL actions is submitted over the API, each action runs through
-Oozie as a real YARN application, its output is committed into Pingo's managed root on
-HDFS; submitted again, everything is reused; a dataset deleted on HDFS behind Pingo's back
-is found LOST by the reconcile sweep and computed again by the next submission. Java
-MapReduce actions of both APIs (examples/wordcount-java) run through Oozie's map-reduce
-action too, committed and then reused; and a SQOOP import of a PostgreSQL table through
-Oozie's sqoop action, reused with a cacheVersion (docs/hadoop-protocol.md, "Apache Oozie on
-this machine")."""
+session's real mini cluster (WebHDFS, YARN) and the session's real Apache Oozie 5.2.1.
+Java MapReduce actions of both APIs (examples/wordcount-java) run through Oozie's
+map-reduce action, committed and then reused; and a SQOOP import of a PostgreSQL table
+through Oozie's sqoop action, reused with a cacheVersion (docs/hadoop-protocol.md, "Apache
+Oozie on this machine"). The SHELL and streaming workflow computed, reused, changed and
+lost behind Pingo's back runs on both targets, the emulator and this one, in
+tests/system/test_hadoop_two_targets.py."""
 
 from __future__ import annotations
 
@@ -27,7 +25,6 @@ from shared.hadoop.oozie import Oozie
 from shared.hadoop.webhdfs import WebHdfs
 from shared.runtime import Context, running
 from shared.store import users
-from shared.store.transitions import decode
 from tests.support.java_mapreduce import build_wordcount
 from tests.support.postgres import Postgres
 from tests.support.system import Api, make_settings
@@ -54,12 +51,6 @@ async def pingo_on_real_hadoop(real_oozie: OozieServer, tmp_path: Path, mongo_ur
         poll_interval=1.0, poll_max_interval=3.0, reconcile_interval=2.0,
     )  # fmt: skip
     fs = WebHdfs(cluster.webhdfs_url, cluster.hdfs_user)
-    # The action's folder on HDFS, where Oozie ships it from (<file>).
-    await fs.create(f"{cluster.hdfs_root}/actions/jobs/hdfs_synth.py",
-                    (ROOT / "tests" / "jobs" / "hdfs_synth.py").read_bytes(), overwrite=True)  # fmt: skip
-    for name in ("mapper.py", "reducer.py"):
-        await fs.create(f"{cluster.hdfs_root}/actions/wordcount/{name}",
-                        (WORDCOUNT / name).read_bytes(), overwrite=True)  # fmt: skip
     # The workflow's owner, whose jobs Oozie runs (doAs): on real Hadoop the Oozie server's
     # user (Pingo's here) may only act for users the cluster's proxy-user settings allow,
     # and Oozie stages each launcher under the owner's home.
@@ -76,89 +67,6 @@ async def pingo_on_real_hadoop(real_oozie: OozieServer, tmp_path: Path, mongo_ur
                 await api.close()
     finally:
         await fs.close()
-
-
-def chain(webhdfs: str, top: str = "rc-top") -> dict:
-    """root <- mid <- top, each an hdfs_synth.py shell action, and a streaming word count
-    (examples/wordcount's mapper and reducer, Oozie's ``<map-reduce>``) of mid."""
-
-    def action(aid: int, label: str, parents: list[int]) -> dict:
-        return {"id": aid, "name": label, "type": "SHELL", "actionFolder": "jobs",
-                "command": ["python3", "hdfs_synth.py"], "parentActions": [{"id": p} for p in parents],
-                "additionalInput": [{"key": "label", "value": label}],
-                "configurationParameters": [{"key": "PINGO_JOB_WEBHDFS", "value": webhdfs}]}  # fmt: skip
-
-    count = {"id": 4, "name": "rc-count", "type": "MAP_REDUCE", "actionFolder": "wordcount",
-             "parentActions": [{"id": 2}], "mapper": ["python3", "mapper.py"], "reducer": ["python3", "reducer.py"],
-             "configurationParameters": [{"key": "mapreduce.job.reduces", "value": "1"}]}  # fmt: skip
-    return {"name": "real-chain", "actions": [action(1, "rc-root", []), action(2, "rc-mid", [1]),
-                                              action(3, top, [2]), count]}  # fmt: skip
-
-
-async def test_a_workflow_runs_on_real_oozie_and_yarn_is_reused_and_a_lost_dataset_recomputed(
-    pingo_on_real_hadoop,
-) -> None:
-    api, fs, cluster = pingo_on_real_hadoop
-    body = chain(cluster.webhdfs_url)
-    t0 = time.monotonic()
-    wf = await api.run(body, timeout=RUN_TIMEOUT)
-    computed_in = time.monotonic() - t0
-    assert wf["state"] == "SUCCEEDED", [(a["localId"], a["state"], a["error"]) for a in wf["actions"]]
-    assert [a["decision"] for a in wf["actions"]] == ["compute"] * 4
-    root = cluster.hdfs_root
-    for a in wf["actions"][:3]:
-        assert a["outputPath"] == f"{root}/datasets/{a['hash']}"
-        # Committed and sealed on the real NameNode: read-only for everyone, Pingo's.
-        status = await fs.status(a["outputPath"])
-        assert (status["owner"], status["permission"]) == (OWNER, "555")
-        lineage = (await fs.open(f"{a['outputPath']}/_lineage")).decode().split("\n")[1:-1]
-        assert lineage == [f"{root}/datasets/{wf['actions'][p - 1]['hash']}" for p in sorted(a["parents"])]
-        assert a["size"] > 0
-
-    # The word count's output: the words of mid's part file, counted by real MapReduce.
-    count, mid = wf["actions"][3], wf["actions"][1]
-    assert count["outputPath"] == f"{root}/datasets/{count['hash']}"
-    assert (await fs.status(count["outputPath"]))["permission"] == "555"
-    words = Counter(re.findall(r"[a-z]+(?:'[a-z]+)*", (await fs.open(f"{mid['outputPath']}/part-00000")).decode()))
-    lines = (await fs.open(f"{count['outputPath']}/part-00000")).decode().splitlines()
-    counted = dict(line.split("\t") for line in lines)
-    assert {w: int(n) for w, n in counted.items()} == dict(words)
-    # Each ran through the real Oozie, as the owner, as a YARN application.
-    oozie = Oozie(api.settings.oozie_url, cluster.hdfs_user)
-    try:
-        for a in wf["actions"]:
-            assert a["jobId"].endswith("-W"), a
-            info = await oozie.info(a["jobId"])
-            assert (info["status"], info["user"]) == ("SUCCEEDED", OWNER)
-            node = next(n for n in info["actions"] if n["type"] in ("shell", "map-reduce"))
-            # A map-reduce action is named by its MapReduce job once the launcher ran it.
-            assert node["externalId"].startswith("job_" if node["type"] == "map-reduce" else "application_"), node
-    finally:
-        await oozie.close()
-
-    again = await api.run(body, timeout=RUN_TIMEOUT)
-    assert again["state"] == "SUCCEEDED"
-    assert [a["decision"] for a in again["actions"]] == ["reuse"] * 4  # 0 computed
-
-    # Behind Pingo's back: HDFS's superuser deletes the sealed dataset.
-    assert cluster.webhdfs("DELETE", mid["outputPath"], "DELETE", recursive="true")["boolean"] is True
-    deadline = time.monotonic() + 60
-    while (doc := decode(await api.db.datasets.find_one({"_id": mid["hash"]})))["state"] != "LOST":
-        assert time.monotonic() < deadline, f"dataset still {doc['state']}, not LOST"
-        await asyncio.sleep(0.5)
-    assert doc["lost_reason"] == "missing"
-
-    # A new top needs the lost dataset: it is computed again, the root reused.
-    t0 = time.monotonic()
-    third = await api.run(chain(cluster.webhdfs_url, "rc-top-b"), timeout=RUN_TIMEOUT)
-    recomputed_in = time.monotonic() - t0
-    assert third["state"] == "SUCCEEDED", [(a["localId"], a["state"], a["error"]) for a in third["actions"]]
-    decisions = [a["decision"] for a in third["actions"]]
-    assert decisions == ["reuse", "compute", "compute", "reuse"], decisions
-    assert (await fs.status(mid["outputPath"]))["permission"] == "555"
-    assert decode(await api.db.datasets.find_one({"_id": mid["hash"]}))["state"] in ("STORED", "LEAF")
-    print(f"\n3 shell actions and a streaming word count on real Oozie/YARN: {computed_in:.0f} s computed, "
-          f"{recomputed_in:.0f} s after a loss")  # fmt: skip
 
 
 def java_word_counts(books: str) -> dict:

@@ -1,7 +1,10 @@
 """Per-action retries and timeouts through the Oozie executor against the Hadoop emulator
 (the five services as processes, WebHDFS storage): Pingo resubmits a failed attempt as a
 new Oozie job after its delay, and kills the Oozie job of an attempt past its timeout
-(docs/state-machines.md, "Retries and timeouts"; local counterpart: test_retries.py)."""
+(docs/state-machines.md, "Retries and timeouts"; local counterpart: test_retries.py). A
+retry after one failure and a timeout also run on the real cluster and real Oozie, in
+test_hadoop_two_targets.py; these stay here for what the emulator counts (its jobs of an
+action, the hung job's processes gone)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,26 @@
 """The full system (five services as separate processes, RabbitMQ) on the Hadoop emulator:
-Oozie executor, WebHDFS storage, callbacks with polling as the safety net."""
+Oozie executor, WebHDFS storage, callbacks with polling as the safety net.
+
+What a user sees of a workflow run, reused, lost, changed, failed, killed and curated by
+hand on Hadoop is also tested on two targets, the emulator and the real mini cluster with
+the real Oozie, in tests/system/test_hadoop_two_targets.py (docs/testing.md, "Two
+targets"). These stay emulator-only, each for what only the emulator gives:
+- the multilevel run: five actions over separate processes, each job's process counted
+  by the emulator (``executions``);
+- notifications all dropped, duplicated and reordered: the emulator's notifier's fault
+  knobs (real Oozie sends each notification once), with its counts of what it dropped
+  and duplicated;
+- a forged callback: a check of the callback service, the same whatever the target;
+- the submitter killed between submission and record: a fault of Pingo's process
+  (``PINGO_FAULT_CRASH_AFTER_SUBMIT``), counted by the emulator's submissions;
+- the kill with a shared dataset reused and its claim released: a job that hangs on
+  demand (``hang_actions``), beside a seed workflow (on real YARN a second launcher);
+- a jar replaced on HDFS: COMMAND_LINE jobs from jars compiled per test;
+- the failed action's workflow: the managed root's bytes compared with the emulator's
+  disk;
+- the committed checksum computed from the emulator's namespace, a file changed or a
+  dataset removed on the NameNode's disk rather than through WebHDFS, and pinning and
+  expiry (Pingo's timers)."""
 
 from __future__ import annotations
 
