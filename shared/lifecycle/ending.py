@@ -62,6 +62,17 @@ def nondeterminism(before: dict[str, Any] | None, checksum: str | None) -> dict[
     return {"previous_checksum": previous, "checksum": checksum, "previous_action": (before or {}).get("produced_by")}
 
 
+def may_be_followed(done: ActionDoc, recorded: dict[str, Any] | None) -> bool:
+    """Whether a FINISHED action may have followers to resolve. A follower registers in
+    its producer's ``followers`` before its producer can end (the document the move
+    returns lists it), unless it registered while the producer was still being planned:
+    then it noted so on the dataset (``recorded``: as the commit left it). Most actions
+    have none, and skip the query for them (docs/performance.md, "A chain's hop")."""
+    if done.get("followers") or recorded is None:  # unrecorded: not looked at, asked
+        return True
+    return bool(recorded.get("unlisted_followers"))
+
+
 @dataclass
 class Outcomes:
     store: Store
@@ -207,9 +218,10 @@ class Outcomes:
             twin = await cutoff.twin_of(self.store, action, found.checksum)
         started = status.started_at or action.get("submitted_at") or time.time()
         seconds = max(0.0, (status.ended_at or time.time()) - started)
+        recorded = None
         if action.get("managed"):
             try:
-                await ds.record_output(
+                recorded = await ds.record_output(
                     self.store, action["hash"], action["_id"], size, seconds, bool(action.get("leaf")), self.by,
                     files=found.files if found else None, checksum=found.checksum if found else None,
                     owner=action.get("owner"), storage=self.storage.identity, seen=current,
@@ -245,7 +257,8 @@ class Outcomes:
         if done is not None:
             # Children re-planning added while it committed (the list is final now), then followers.
             await self.ready_children(done, skip=action.get("children"))
-            await self.following.resolve(done)
+            if may_be_followed(done, recorded):
+                await self.following.resolve(done)
         return done
 
     async def fail_attempt(
