@@ -153,10 +153,13 @@ class Outcomes:
         if leased is None:
             return False
         status = None
-        if not leased.get("job_handed_to") and (dataset is None or leased.get("hash") == dataset):
-            status = await self.executor.status(job_id)
+        try:
+            if not leased.get("job_handed_to") and (dataset is None or leased.get("hash") == dataset):
+                status = await self.executor.status(job_id)
+        finally:  # the executor away, or nothing to finish: the lease goes back at once
+            if status is None or status.state not in ENDED:
+                await acts.drop_finish_lease(self.store, action_id, token)
         if status is None or status.state not in ENDED:
-            await acts.drop_finish_lease(self.store, action_id, token)
             return False
         await self.finish(leased, status, token, current if leased.get("managed") else None)
         return True

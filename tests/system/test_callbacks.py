@@ -96,3 +96,25 @@ async def test_signed_notifications_alone_carry_a_chain_to_its_end(system: Api) 
     wf = await system.wait(plan["id"], timeout=20)
     assert wf["state"] == "SUCCEEDED"
     assert [a["state"] for a in wf["actions"]] == ["FINISHED"] * 4
+
+
+async def test_a_signed_end_the_executor_cannot_confirm_gives_its_finish_lease_back(
+    system: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The lease is taken before the executor is asked (docs/architecture.md, "callback"):
+    # an executor away must not leave it held, or nobody finishes the job until it expires.
+    plan = await system.submit({"name": "away", "actions": [shell_action(1, "cb-away", seconds=5.0)]})
+    aid = plan["actions"][0]["id"]
+    while (await system.workflow(plan["id"]))["actions"][0]["state"] != "RUNNING":
+        await asyncio.sleep(0.05)
+    doc = await system.db.actions.find_one({"_id": aid})
+
+    async def away(job_id: str) -> None:
+        raise ConnectionError("the executor cannot be reached")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(system.ctx.executor, "status", away)
+        with pytest.raises(ConnectionError):
+            await system.ctx.outcomes("test").finish_notified(aid, doc["job_id"], doc["hash"], True)
+    assert (await system.db.actions.find_one({"_id": aid}))["finish_lease_at"] == 0.0
+    assert (await system.wait(plan["id"]))["state"] == "SUCCEEDED"
