@@ -279,7 +279,11 @@ class Mover:
             later.add(workflow_id)
             return None
         wf = seen if seen is not None and not recount else await wfs.get(self.store, workflow_id, wfs.SETTLE_FIELDS)
-        if wf is None or wf["state"] != W.RUNNING:
+        if wf is None:
+            return None
+        if wf["state"] != W.RUNNING:
+            if wf.get("held_stats_since") is not None:  # held after its end: an effect late past a repair's
+                await self.count_held(workflow_id)
             return None
         if wf.get("kill_requested") and wf.get("kill_applied") is False:
             # Its kill is being applied: ``kill_workflow`` settles it once it has released
