@@ -67,6 +67,11 @@ class Settings(BaseSettings):
     callback_base_url: str | None = Field(
         None, description="URL executors call back on; default http://<callback_host>:<callback_port>."
     )
+    callback_key: SecretStr | None = Field(
+        None,
+        description="The key the callback URL's token is signed with, shared by every service (docs/architecture.md, "
+        '"callback"); default: one made at random once and kept in the catalogue.',
+    )
     max_body_bytes: Bytes = Field(
         1_048_576, description="Largest workflow submission accepted (413 above): bytes, or with a unit (1MiB)."
     )

@@ -33,7 +33,7 @@ from shared.logs import configure_logging
 from shared.ops import OpsServer
 from shared.storage import Storage, make_storage
 from shared.storage.identity import StorageIdentity
-from shared.store import Store, budget, connect
+from shared.store import Store, budget, catalogue, connect
 from shared.store.catalogue import StorageMismatch, bind_storage
 from shared.store.client import UNREACHABLE as STORE_UNREACHABLE
 from shared.store.embedded import EmbeddedMongo
@@ -98,6 +98,9 @@ class Context:
     executor: Executor
     embedded: EmbeddedMongo | None = None
     closers: list = field(default_factory=list)
+    # What callback tokens are signed with (``shared.callback_tokens``): PINGO_CALLBACK_KEY,
+    # else the catalogue's own; empty: URLs carry the actions' stored secrets.
+    callback_key: bytes = b""
 
     def mover(self, by: str) -> Mover:
         """The guarded writer with its effects, publishing as service ``by``."""
@@ -131,6 +134,8 @@ class Context:
             except StorageMismatch as exc:
                 raise CannotStart(str(exc)) from None
             await budget.document(store)
+            key = settings.callback_key
+            callback_key = key.get_secret_value().encode() if key is not None else await catalogue.callback_key(store)
             bus = make_bus(settings)
             await until_reachable(f"the broker at {redact(settings.amqp_url)}", bus.start, (BrokerUnreachable,))
         except BaseException:
@@ -139,7 +144,9 @@ class Context:
             if embedded is not None:
                 embedded.stop()
             raise
-        return cls(settings, store, bus, make_storage(settings), make_executor(settings), embedded)
+        return cls(
+            settings, store, bus, make_storage(settings), make_executor(settings), embedded, callback_key=callback_key
+        )
 
     async def close(self) -> None:
         for closer in reversed(self.closers):

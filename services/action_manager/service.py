@@ -42,6 +42,7 @@ class ActionManager:
             outcomes.replanner,
             self.settings,
             self.owner,
+            ctx.callback_key,
         )
         self.work: WorkQueue[ActionDoc] = WorkQueue(
             "action scraper", size=self.settings.queue_size, workers=self.settings.submitters,

@@ -43,6 +43,10 @@ class Effect:
     # one failure with the document's reason.
     counters: Callable[[Doc], dict[str, float]] | None = None
     failure: bool = False
+    # The counters are held in the workflow's document, written with its count of live
+    # actions (one write), and added to the statistics when it settles: an action's end
+    # on a chain pays no statistics write (docs/performance.md, "A chain's hop").
+    held: bool = False
     at: str = "updated_at"
     # The action's workflow may have ended: settle it.
     settle: bool = False
@@ -254,6 +258,7 @@ ACTION_EFFECTS: dict[ActionState, tuple[Effect, ...]] = {
             at="finished_at",
             settle=True,
             open_delta=-1,
+            held=True,
         ),
     ),
     A.FAILED: (

@@ -42,6 +42,8 @@ from shared.ticker import Heartbeat
 
 log = logging.getLogger(__name__)
 A = ActionState
+# The states of a job that has ended.
+ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED)
 # Kill requests sent to the executor at once when a whole workflow is killed.
 KILL_CONCURRENCY = 16
 # The fields of an action a job's notification is checked against (its secret), then confirmed with.
@@ -65,6 +67,17 @@ def nondeterminism(before: dict[str, Any] | None, checksum: str | None) -> dict[
     if previous is None or checksum is None or previous == checksum:
         return None
     return {"previous_checksum": previous, "checksum": checksum, "previous_action": (before or {}).get("produced_by")}
+
+
+def may_be_followed(done: ActionDoc, recorded: dict[str, Any] | None) -> bool:
+    """Whether a FINISHED action may have followers to resolve. A follower registers in
+    its producer's ``followers`` before its producer can end (the document the move
+    returns lists it), unless it registered while the producer was still being planned:
+    then it noted so on the dataset (``recorded``: as the commit left it). Most actions
+    have none, and skip the query for them (docs/performance.md, "A chain's hop")."""
+    if done.get("followers") or recorded is None:  # unrecorded: not looked at, asked
+        return True
+    return bool(recorded.get("unlisted_followers"))
 
 
 @dataclass
@@ -115,46 +128,76 @@ class Outcomes:
                 action["_id"], A.RUNNING, by=self.by, sources=[A.SUBMITTED], where=job,
                 set={"started_at": started, **({"timeout_at": started + float(timeout)} if timeout else {})},
             )  # fmt: skip
-        elif status.state in (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED):
+        elif status.state in ENDED:
             # Duplicated notifications and the poller may report the same end at once, from
             # any replica: one of them finishes the action, under a lease that a crash expires.
-            token = uuid.uuid4().hex
-            lease = acts.take_finish_lease(self.store, action, token, time.time(), self.finish_lease)
-            dataset = None
-            if status.state == JobState.SUCCEEDED and action.get("managed") and action.get("hash"):
-                # What committing checks first, read beside the lease rather than after it:
-                # a chain's hop waits for both (issue 10).
-                leased, dataset = await asyncio.gather(lease, ds.get(self.store, action["hash"]))
+            leased, token, dataset = await self.lease(action, status.state == JobState.SUCCEEDED)
+            if leased is not None:
+                await self.finish(leased, status, token, dataset)
+
+    async def lease(self, action: ActionDoc, succeeded: bool) -> tuple[ActionDoc | None, str, dict[str, Any] | None]:
+        """The finish lease of ``action``'s job (``_id``, ``job_id``), its token, and, for a
+        success of a managed action, its dataset as read beside the lease rather than after
+        it: a chain's hop waits for both (issue 10). The action None: not taken."""
+        token = uuid.uuid4().hex
+        lease = acts.take_finish_lease(self.store, action, token, time.time(), self.finish_lease)
+        if succeeded and action.get("managed") and action.get("hash"):
+            leased, dataset = await asyncio.gather(lease, ds.get(self.store, action["hash"]))
+            return leased, token, dataset
+        return await lease, token, None
+
+    async def finish_notified(self, action_id: str, job_id: str, dataset: str | None, succeeded: bool) -> bool:
+        """The end of a job whose notification carried a valid token (``shared.callback_tokens``),
+        finished without reading the action first: the finish lease, guarded by the job id
+        the notification names, reads it, and the signed ``dataset`` is read beside it;
+        only then is the executor asked. False if it was not finished so (no lease: the job
+        id is not recorded yet, or not this action's; its job was handed to a follower; the
+        job has not ended): the caller reads the action and checks it as before."""
+        claimed = ActionDoc(_id=action_id, job_id=job_id, managed=dataset is not None, hash=dataset)
+        leased, token, current = await self.lease(claimed, succeeded)
+        if leased is None:
+            return False
+        status = None
+        try:
+            if not leased.get("job_handed_to") and (dataset is None or leased.get("hash") == dataset):
+                status = await self.executor.status(job_id)
+        finally:  # the executor away, or nothing to finish: the lease goes back at once
+            if status is None or status.state not in ENDED:
+                await acts.drop_finish_lease(self.store, action_id, token)
+        if status is None or status.state not in ENDED:
+            return False
+        await self.finish(leased, status, token, current if leased.get("managed") else None)
+        return True
+
+    async def finish(self, action: ActionDoc, status: JobStatus, token: str, dataset: dict[str, Any] | None) -> None:
+        """Finish ``action`` (as its finish lease, ``token``, found it) from its job's end."""
+        job = {"job_id": action["job_id"]}
+        moved = None
+        try:
+            if status.state == JobState.SUCCEEDED:
+                moved = await self.succeed(action, status, dataset)
+            elif action.get("kill_requested"):
+                moved = await self.end(
+                    action, A.KILLED, "killed", status.error or "killed", sources=[A.SUBMITTED, A.RUNNING],
+                    where=job, record=acts.attempt_entry(action, attempts.KILLED, status.error, **ran(status)),
+                )  # fmt: skip
+            elif attempts.timed_out(action):
+                message = attempts.timeout_message(float(action.get("timeout_seconds") or 0))
+                moved = await self.fail_attempt(action, "timed_out", message, status, outcome=attempts.TIMED_OUT)
+            elif status.state == JobState.FAILED:
+                moved = await self.fail_attempt(action, "action_failed", status.error or "action_failed", status)
             else:
-                leased = await lease
-            if leased is None:
-                return
-            action, moved = leased, None  # finished from the document as the lease found it
-            try:
-                if status.state == JobState.SUCCEEDED:
-                    moved = await self.succeed(action, status, dataset)
-                elif action.get("kill_requested"):
-                    moved = await self.end(
-                        action, A.KILLED, "killed", status.error or "killed", sources=[A.SUBMITTED, A.RUNNING],
-                        where=job, record=acts.attempt_entry(action, attempts.KILLED, status.error, **ran(status)),
-                    )  # fmt: skip
-                elif attempts.timed_out(action):
-                    message = attempts.timeout_message(float(action.get("timeout_seconds") or 0))
-                    moved = await self.fail_attempt(action, "timed_out", message, status, outcome=attempts.TIMED_OUT)
-                elif status.state == JobState.FAILED:
-                    moved = await self.fail_attempt(action, "action_failed", status.error or "action_failed", status)
-                else:
-                    # Killed outside Pingo (not by a kill or a timeout): someone meant it, no retry.
-                    moved = await self.end(
-                        action, A.FAILED, "action_failed", status.error or "killed outside Pingo",
-                        sources=[A.SUBMITTED, A.RUNNING], where=job,
-                        record=acts.attempt_entry(action, attempts.KILLED, status.error, **ran(status)),
-                    )  # fmt: skip
-            finally:
-                # Once the action has left SUBMITTED/RUNNING no lease can be taken again: only
-                # an action still there (deferred, lost a race, or an error) needs it back.
-                if moved is None:
-                    await acts.drop_finish_lease(self.store, action["_id"], token)
+                # Killed outside Pingo (not by a kill or a timeout): someone meant it, no retry.
+                moved = await self.end(
+                    action, A.FAILED, "action_failed", status.error or "killed outside Pingo",
+                    sources=[A.SUBMITTED, A.RUNNING], where=job,
+                    record=acts.attempt_entry(action, attempts.KILLED, status.error, **ran(status)),
+                )  # fmt: skip
+        finally:
+            # Once the action has left SUBMITTED/RUNNING no lease can be taken again: only
+            # an action still there (deferred, lost a race, or an error) needs it back.
+            if moved is None:
+                await acts.drop_finish_lease(self.store, action["_id"], token)
 
     async def succeed(
         self, action: ActionDoc, status: JobStatus, dataset: dict[str, Any] | None = None
@@ -212,9 +255,10 @@ class Outcomes:
             twin = await cutoff.twin_of(self.store, action, found.checksum)
         started = status.started_at or action.get("submitted_at") or time.time()
         seconds = max(0.0, (status.ended_at or time.time()) - started)
+        recorded = None
         if action.get("managed"):
             try:
-                await ds.record_output(
+                recorded = await ds.record_output(
                     self.store, action["hash"], action["_id"], size, seconds, bool(action.get("leaf")), self.by,
                     files=found.files if found else None, checksum=found.checksum if found else None,
                     owner=action.get("owner"), storage=self.storage.identity, seen=current,
@@ -251,7 +295,7 @@ class Outcomes:
             # Children re-planning added while it committed (the list is final now), then followers:
             # as at an end, one indexed query finds them, and most actions have none to resolve.
             await self.ready_children(done, skip=action.get("children"))
-            if followers := await acts.following(self.store, done["_id"]):
+            if may_be_followed(done, recorded) and (followers := await acts.following(self.store, done["_id"])):
                 await self.following.resolve(done, followers)
         return done
 

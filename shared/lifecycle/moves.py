@@ -59,6 +59,9 @@ PUBLISH_CONCURRENCY = 64
 # The moves whose effects concurrent winners apply together (``Mover.grouped``): an
 # action's success, the one end every action of a busy workflow makes.
 GROUPED: frozenset[tuple[str, str]] = frozenset({("action", A.FINISHED)})
+# How long usage statistics may be held in a running workflow's document (``Effect.held``)
+# before its next settling counts them, seconds: its end counts them at once.
+HOLD_STATS = 30.0
 # What a bulk move reads back of the moved actions leaves out: read by no effect (payloads,
 # counters, settling, releasing, following), and most of a big workflow's bytes.
 LEFT_OUT = ("definition", "history", "parents", "parent_local_ids", "children", "pending_parents", "input_paths",
@@ -214,12 +217,19 @@ class Mover:
             counted: dict[str, Doc | None] = {}  # each workflow as its count left it
             if effect.open_delta:  # first: what settling reads
                 by_workflow: dict[str, int] = {}
+                held: dict[str, dict[float, dict[str, float]]] = {}
                 for d in docs:
                     by_workflow[d["workflow_id"]] = by_workflow.get(d["workflow_id"], 0) + effect.open_delta
+                    if effect.held and effect.counters is not None:
+                        at = stats.bucket_of(float(d.get(effect.at) or time.time()))
+                        sums = held.setdefault(d["workflow_id"], {}).setdefault(at, {})
+                        for k, v in effect.counters(d).items():
+                            sums[k] = sums.get(k, 0) + v
                 now = time.time()
                 for wf_id, delta in by_workflow.items():
-                    counted[wf_id] = await wfs.count_open(self.store, wf_id, delta, now)
-            await self._count(effect, docs)
+                    counted[wf_id] = await wfs.count_open(self.store, wf_id, delta, now, held.get(wf_id))
+            if not (effect.held and effect.open_delta):
+                await self._count(effect, docs)
             events = [
                 (event_type, d, body)
                 for d in docs
@@ -269,12 +279,20 @@ class Mover:
             later.add(workflow_id)
             return None
         wf = seen if seen is not None and not recount else await wfs.get(self.store, workflow_id, wfs.SETTLE_FIELDS)
-        if wf is None or wf["state"] != W.RUNNING:
+        if wf is None:
+            return None
+        if wf["state"] != W.RUNNING:
+            if wf.get("held_stats_since") is not None:  # held after its end: an effect late past a repair's
+                await self.count_held(workflow_id)
             return None
         if wf.get("kill_requested") and wf.get("kill_applied") is False:
             # Its kill is being applied: ``kill_workflow`` settles it once it has released
             # everything (until then the repair sweep applies the kill again).
             return None
+        held_since = wf.get("held_stats_since")
+        if held_since is not None and (recount or time.time() - float(held_since) > HOLD_STATS):
+            await self.count_held(workflow_id)  # a long workflow's are counted as it goes
+            held_since = None
         if not recount and int(wf.get("open_actions") or 0) > 0:
             return None
         actions = await acts.of_workflow(self.store, workflow_id, {"state": 1})
@@ -285,9 +303,18 @@ class Mover:
                 if live != wf.get("open_actions"):
                     await wfs.recount_open(self.store, workflow_id, live, wf.get("last_move_at"))
             return None
+        if held_since is not None:  # counted before anyone can see it ended
+            await self.count_held(workflow_id)
         return await self.workflow(
             workflow_id, final, sources=[W.RUNNING], set={"finished_at": time.time(), "outcome": outcome(actions)}
         )
+
+    async def count_held(self, workflow_id: str) -> None:
+        """Add the usage statistics held in the workflow's document (``Effect.held``) to
+        the statistics, taking them in one write so that they are counted once."""
+        owner, held = await wfs.take_held_stats(self.store, workflow_id)
+        for at, counters in sorted(held.items()):
+            await stats.count(self.store, at, owner=owner, **counters)
 
     @contextlib.asynccontextmanager
     async def batch(self) -> AsyncIterator[None]:

@@ -21,6 +21,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from shared import callback_tokens
 from shared.config import Settings
 from shared.errors import Refused
 from shared.events import EventType
@@ -73,6 +74,9 @@ class Starter:
     replanning: Replans
     settings: Settings
     owner: str  # the lease owner: this manager
+    # What the callback URL's token is signed with (``shared.callback_tokens``); empty:
+    # the URL carries the action's stored secret, which the callback service reads.
+    callback_key: bytes = b""
     # When stale PROCESSING leases were last looked for (see claim).
     stale_looked_at: float = 0.0
     # Where jobs notify their end (every start names it): worked out once.
@@ -400,7 +404,14 @@ class Starter:
         base = self.callback_base
         # An action id may hold what a URL path cannot (a space, '#'): percent-encoded.
         path = urllib.parse.quote(action["_id"], safe="")
-        return f"{base}/callback/{path}?secret={action['secret']}&jobId=$jobId&status=$status"
+        if not self.callback_key:
+            return f"{base}/callback/{path}?secret={action['secret']}&jobId=$jobId&status=$status"
+        # Signed: checked without a store read; the dataset it computes rides along, signed,
+        # so its end reads it beside the finish lease (docs/performance.md, "A chain's hop").
+        dataset = action.get("hash") if action.get("managed") else None
+        token = callback_tokens.sign(self.callback_key, action["_id"], dataset)
+        signed = f"&dataset={urllib.parse.quote(dataset, safe='')}" if dataset else ""
+        return f"{base}/callback/{path}?secret={token}{signed}&jobId=$jobId&status=$status"
 
     async def submit_failed(self, action: ActionDoc, external_id: str, exc: Exception) -> None:
         """Back to READY, counted; past the retry ceiling the action ends FAILED, by the

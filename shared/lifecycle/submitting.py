@@ -154,6 +154,9 @@ class StoreGate:
         for producer in doc.get("producers", []):
             if await acts.add_follower(self.store, producer, me):
                 return producer
+            # Noted before the look below: a producer written after it finds this follower
+            # by query when it succeeds, though its ``followers`` does not list it.
+            await ds.note_unlisted_follower(self.store, h)
             if await acts.being_planned(self.store, producer):
                 # A concurrent planner's action, not written yet: its end finds this
                 # follower by ``follows`` (and the repair sweep, if it never is written).
@@ -300,7 +303,8 @@ async def drop_unneeded(gate: StoreGate, planned: dict[ActionId, PlannedAction],
         for q, p in planned.items():
             if p.follows_local == aid:  # an identical action of this workflow followed it
                 planned[q] = dataclasses.replace(p, follows=planned[aid].follows, follows_local=None)
-                await acts.add_follower(gate.store, planned[aid].follows or "", gate.action_id(q))
+                if not await acts.add_follower(gate.store, planned[aid].follows or "", gate.action_id(q)):
+                    await ds.note_unlisted_follower(gate.store, p.hash)  # its producer is being planned
     queue = list(converted)
     while queue:
         aid = queue.pop()

@@ -12,6 +12,7 @@ the first process that starts on it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -27,6 +28,7 @@ from shared.store.client import Store
 log = logging.getLogger(__name__)
 COLLECTION = "catalogue"
 STORAGE_ID = "storage"
+CALLBACK_KEY_ID = "callback_key"
 
 
 class StorageMismatch(PingoError):
@@ -78,3 +80,19 @@ async def bind_storage(store: Store, wanted: StorageIdentity, where: str) -> Sto
     if recorded.key != wanted.key:
         raise StorageMismatch(recorded, wanted, where)
     return recorded
+
+
+async def callback_key(store: Store) -> bytes:
+    """The key callback tokens are signed with when no PINGO_CALLBACK_KEY is set: made at
+    random by the first process to ask, one insert on a fixed ``_id``, so every service
+    on the catalogue agrees on it (``shared.callback_tokens``). Whoever can read it could
+    read the actions' stored secrets too."""
+    coll = store.db[COLLECTION]
+    doc = await coll.find_one({"_id": CALLBACK_KEY_ID})
+    if doc is None:
+        with contextlib.suppress(DuplicateKeyError):  # another process made it first: theirs
+            await coll.insert_one({"_id": CALLBACK_KEY_ID, "key": os.urandom(32).hex()})
+        doc = await coll.find_one({"_id": CALLBACK_KEY_ID})
+    if doc is None or not doc.get("key"):
+        raise PingoError("the catalogue's callback key could not be made")
+    return bytes.fromhex(doc["key"])

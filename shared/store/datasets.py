@@ -137,6 +137,14 @@ async def claim_in_flight(
     return None
 
 
+async def note_unlisted_follower(store: Store, h: str) -> None:
+    """A follower of ``h``'s computation may be missing from its producer's ``followers``
+    (registered while the producer was still being planned): the producer's success,
+    which reads this dataset back, then looks its followers up by query
+    (docs/performance.md, "A chain's hop")."""
+    await store.datasets.update_one({"_id": h}, {"$set": {"unlisted_followers": True}})
+
+
 async def set_twin(store: Store, h: str, twin: dict[str, Any]) -> None:
     """``h``'s action was cut off early: what stands for its output (docs/planning.md, "Early cutoff")."""
     await store.datasets.update_one({"_id": h}, {"$set": {"twin": twin}})

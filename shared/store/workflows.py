@@ -135,17 +135,38 @@ async def request_kill(store: Store, workflow_id: str, now: float, by: str | Non
 
 
 # What settling a workflow reads of it (``Mover.settle``).
-SETTLE_FIELDS = {"state": 1, "kill_requested": 1, "kill_applied": 1, "open_actions": 1, "last_move_at": 1}
+SETTLE_FIELDS = {
+    "state": 1, "kill_requested": 1, "kill_applied": 1, "open_actions": 1, "last_move_at": 1, "held_stats_since": 1,
+}  # fmt: skip
+# Usage statistics held in a workflow's document until it settles (``count_open``), by the
+# start of their minute bucket, then counter.
+HELD = "held_stats"
 
 
-async def count_open(store: Store, workflow_id: str, delta: int, now: float) -> dict[str, Any] | None:
+async def count_open(
+    store: Store, workflow_id: str, delta: int, now: float, held: dict[float, dict[str, float]] | None = None
+) -> dict[str, Any] | None:
     """Its live actions changed by ``delta`` (actions ended, or reopened by re-planning):
     the workflow as settling reads it, after the change (so an action's end costs one
-    write, not a write and a read)."""
+    write, not a write and a read). ``held``: usage statistics added to the workflow's
+    held ones in the same write, by minute bucket (``take_held_stats`` hands them over)."""
+    update: dict[str, Any] = {"$inc": {"open_actions": delta}, "$set": {"last_move_at": now}}
+    for bucket, counters in (held or {}).items():
+        update["$inc"].update({f"{HELD}.{bucket:.0f}.{k}": v for k, v in counters.items() if v})
+        update["$min"] = {"held_stats_since": now}
     return await store.workflows.find_one_and_update(
-        {"_id": workflow_id}, {"$inc": {"open_actions": delta}, "$set": {"last_move_at": now}},
-        projection=SETTLE_FIELDS, return_document=ReturnDocument.AFTER,
-    )  # fmt: skip
+        {"_id": workflow_id}, update, projection=SETTLE_FIELDS, return_document=ReturnDocument.AFTER
+    )
+
+
+async def take_held_stats(store: Store, workflow_id: str) -> tuple[str | None, dict[float, dict[str, float]]]:
+    """The workflow's held usage statistics, taken (one write: whoever takes them counts
+    them, once), with its owner."""
+    doc = await store.workflows.find_one_and_update(
+        {"_id": workflow_id}, {"$unset": {HELD: "", "held_stats_since": ""}}, projection={HELD: 1, "owner": 1}
+    )
+    held = (doc or {}).get(HELD) or {}
+    return (doc or {}).get("owner"), {float(b): dict(c) for b, c in held.items() if isinstance(c, dict)}
 
 
 async def recount_open(store: Store, workflow_id: str, live: int, seen_move_at: float | None) -> None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from shared import callback_tokens
 from shared.store.transitions import decode
 from tests.support.system import Api
 from tests.support.workflows import diamond, shell_action
@@ -56,3 +59,62 @@ async def test_repeated_and_late_callbacks_change_nothing(system: Api) -> None:
         sorted([(d["_id"], d["compute_count"], len(decode(d)["history"])) async for d in system.db.datasets.find()])
         == datasets_before
     )
+
+
+async def test_a_signed_callback_is_checked_by_its_token_and_a_forged_one_refused(system: Api) -> None:
+    # The URL a job is given carries an HMAC of its action and dataset, not the stored
+    # secret (docs/architecture.md, "callback"): a token for another action, another
+    # dataset or under another key is refused like a wrong secret, and changes nothing.
+    key = system.ctx.callback_key
+    plan = await system.submit({"name": "signed", "actions": [shell_action(1, "cb-signed", seconds=3.0)]})
+    aid = plan["actions"][0]["id"]
+    while (await system.workflow(plan["id"]))["actions"][0]["state"] != "RUNNING":
+        await asyncio.sleep(0.05)
+    doc = await system.db.actions.find_one({"_id": aid})
+    h, job = doc["hash"], {"jobId": doc["job_id"], "status": "SUCCEEDED"}
+    before = await snapshot(system, plan["id"])
+    for token, dataset in (
+        (callback_tokens.sign(key, f"{plan['id']}.2", h), h),  # another action's
+        (callback_tokens.sign(b"another key", aid, h), h),
+        (callback_tokens.sign(key, aid, h), "0" * 64),  # the dataset changed on the way
+        (callback_tokens.sign(key, aid, None), h),
+    ):
+        status, body = await callback(system, aid, secret=token, dataset=dataset, **job)
+        assert status == 403 and body["detail"] == "wrong secret"
+    # A valid one while the job still runs: the executor is asked, and nothing moves.
+    status, _ = await callback(system, aid, secret=callback_tokens.sign(key, aid, h), dataset=h, **job)
+    assert status == 200
+    await asyncio.sleep(0.3)
+    assert await snapshot(system, plan["id"]) == before
+    assert (await system.wait(plan["id"]))["state"] == "SUCCEEDED"
+
+
+@pytest.mark.settings(poll_interval=30.0, poll_max_interval=60.0)  # the poller too slow to matter
+async def test_signed_notifications_alone_carry_a_chain_to_its_end(system: Api) -> None:
+    actions = [shell_action(i, f"cb-chain-{i}", [i - 1] if i > 1 else []) for i in range(1, 5)]
+    plan = await system.submit({"name": "signed-chain", "actions": actions})
+    wf = await system.wait(plan["id"], timeout=20)
+    assert wf["state"] == "SUCCEEDED"
+    assert [a["state"] for a in wf["actions"]] == ["FINISHED"] * 4
+
+
+async def test_a_signed_end_the_executor_cannot_confirm_gives_its_finish_lease_back(
+    system: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The lease is taken before the executor is asked (docs/architecture.md, "callback"):
+    # an executor away must not leave it held, or nobody finishes the job until it expires.
+    plan = await system.submit({"name": "away", "actions": [shell_action(1, "cb-away", seconds=5.0)]})
+    aid = plan["actions"][0]["id"]
+    while (await system.workflow(plan["id"]))["actions"][0]["state"] != "RUNNING":
+        await asyncio.sleep(0.05)
+    doc = await system.db.actions.find_one({"_id": aid})
+
+    async def away(job_id: str) -> None:
+        raise ConnectionError("the executor cannot be reached")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(system.ctx.executor, "status", away)
+        with pytest.raises(ConnectionError):
+            await system.ctx.outcomes("test").finish_notified(aid, doc["job_id"], doc["hash"], True)
+    assert (await system.db.actions.find_one({"_id": aid}))["finish_lease_at"] == 0.0
+    assert (await system.wait(plan["id"]))["state"] == "SUCCEEDED"

@@ -173,6 +173,63 @@ async def test_a_planner_that_follows_a_producer_as_its_plan_is_written_does_not
     assert action(second, 2)["reason"] == "in_flight" and action(second, 2)["follows"] == f"{first[0]}.2"
 
 
+@pytest.mark.settings(settle_interval=3600)  # no repair sweep: the producer's own end must resolve it
+async def test_a_follower_registered_while_its_producer_is_being_planned_completes_when_the_producer_does(
+    system: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A producer's success looks its followers up only if its ``followers`` lists one or
+    # its dataset notes one it may not list (docs/performance.md, "A chain's hop"). Here
+    # the second planner is refused by the first's middle (not written yet) and finds
+    # the first still planning: it follows a producer that will never list it.
+    get_many, create_many, insert_many = ds.get_many, ds.create_many, acts.insert_many
+    being_planned = acts.being_planned
+    read, all_read, unlisted = 0, asyncio.Event(), asyncio.Event()
+    first: list[str] = []
+
+    async def together(store: Any, hashes: list[str], *fields: Any) -> dict:
+        nonlocal read
+        found = await get_many(store, hashes, *fields)
+        if fields:
+            return found
+        read += 1
+        if read == 2:
+            all_read.set()
+        if read <= 2:
+            await asyncio.wait_for(all_read.wait(), 60)
+        return found
+
+    async def in_turn(store: Any, docs: list[dict]) -> set[str]:
+        if not first:
+            first.append(docs[0]["producers"][0].split(".", 1)[0])
+        return await create_many(store, docs)
+
+    async def planned_yet(store: Any, action_id: str) -> bool:
+        answer = await being_planned(store, action_id)
+        if first and action_id == f"{first[0]}.2" and answer:
+            unlisted.set()
+        return answer
+
+    async def held_insert(store: Any, docs: list[dict]) -> None:
+        if first and docs[0]["workflow_id"] == first[0]:
+            await asyncio.wait_for(unlisted.wait(), 60)
+        await insert_many(store, docs)
+
+    monkeypatch.setattr(ds, "get_many", together)
+    monkeypatch.setattr(ds, "create_many", in_turn)
+    monkeypatch.setattr(acts, "being_planned", planned_yet)
+    monkeypatch.setattr(acts, "insert_many", held_insert)
+    log = tmp_path / "exec.log"
+    plans = await asyncio.gather(*(system.submit(sweep_member(log, "unlisted", i, root_seconds=0.2)) for i in range(2)))
+    assert unlisted.is_set()  # the interleaving happened
+    done = await asyncio.gather(*(system.wait(p["id"], timeout=60) for p in plans))
+    assert [w["state"] for w in done] == ["SUCCEEDED"] * 2
+    assert runs(log, "unlisted-ingest") == 1 and runs(log, "unlisted-features") == 1
+    second = next(w for w in done if w["id"] != first[0])
+    producer = await system.db.actions.find_one({"_id": f"{first[0]}.2"})
+    assert action(second, 2)["id"] not in producer["followers"]  # it was resolved all the same
+    assert action(second, 2)["state"] == "REUSED" and action(second, 2)["follows"] == f"{first[0]}.2"
+
+
 async def test_an_attempt_taken_back_from_a_submitter_slower_than_its_lease_never_starts_its_job(
     system: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
