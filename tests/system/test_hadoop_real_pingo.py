@@ -19,15 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from pingo.dev import all_services
-from pingo.minicluster.oozie_server import OozieServer
-from shared.hadoop.oozie import Oozie
 from shared.hadoop.webhdfs import WebHdfs
-from shared.runtime import Context, running
-from shared.store import users
+from tests.support.hadoop_pingo import OWNER, pingo_on_hadoop
 from tests.support.java_mapreduce import build_wordcount
 from tests.support.postgres import Postgres
-from tests.support.system import Api, make_settings
 from tests.support.workflows import ROOT
 from tests.system import test_sqoop
 from tests.system.test_sqoop import PASSWORD, expected
@@ -37,36 +32,14 @@ postgres = test_sqoop.postgres  # the fixture: a table, and a role that must giv
 WORDCOUNT = ROOT / "examples" / "wordcount"
 WORDCOUNT_JAVA = ROOT / "examples" / "wordcount-java"
 WORD = r"[a-z]+(?:'[a-z]+)*"  # the word counts' own pattern
-OWNER = "alice"  # in a group the cluster lets Pingo act for (tests/support/hadoop_targets.py)
 RUN_TIMEOUT = 420.0  # three YARN applications one after the other, each a launcher of its own
 
 
 @pytest.fixture
-async def pingo_on_real_hadoop(real_oozie: OozieServer, tmp_path: Path, mongo_url: str):
-    cluster = real_oozie.cluster
-    settings = make_settings(
-        tmp_path, mongo_url, executor="oozie", storage="webhdfs", oozie_url=real_oozie.url,
-        webhdfs_url=cluster.webhdfs_url, name_node=cluster.name_node, job_tracker=cluster.resource_manager,
-        hdfs_user=cluster.hdfs_user, hdfs_root=cluster.hdfs_root, action_roots=[], output_roots=[],
-        poll_interval=1.0, poll_max_interval=3.0, reconcile_interval=2.0,
-    )  # fmt: skip
-    fs = WebHdfs(cluster.webhdfs_url, cluster.hdfs_user)
-    # The workflow's owner, whose jobs Oozie runs (doAs): on real Hadoop the Oozie server's
-    # user (Pingo's here) may only act for users the cluster's proxy-user settings allow,
-    # and Oozie stages each launcher under the owner's home.
-    cluster.webhdfs("PUT", f"/user/{OWNER}", "MKDIRS")
-    cluster.webhdfs("PUT", f"/user/{OWNER}", "SETOWNER", owner=OWNER)
-    ctx = await Context.open(settings)
-    try:
-        async with running(ctx, all_services):
-            api = Api(settings, await users.add(ctx.store, OWNER, False, time.time()))
-            await api.open()
-            try:
-                yield api, fs, cluster
-            finally:
-                await api.close()
-    finally:
-        await fs.close()
+async def pingo_on_real_hadoop(request: pytest.FixtureRequest, tmp_path: Path, mongo_url: str):
+    """The two-target suite's Pingo (tests/support/hadoop_pingo.py) on its real target."""
+    async for pingo in pingo_on_hadoop("real", request, tmp_path, mongo_url):
+        yield pingo
 
 
 def java_word_counts(books: str) -> dict:
@@ -86,8 +59,7 @@ def java_word_counts(books: str) -> dict:
 async def test_java_mapreduce_of_both_apis_runs_through_real_oozie_and_is_reused(
     pingo_on_real_hadoop, tmp_path: Path
 ) -> None:
-    api, fs, cluster = pingo_on_real_hadoop
-    root = cluster.hdfs_root
+    api, fs, root = pingo_on_real_hadoop.api, pingo_on_real_hadoop.fs, pingo_on_real_hadoop.root
     jar = await asyncio.to_thread(build_wordcount, tmp_path)
     # The job's jar in its action folder: Pingo names the folder as oozie.libpath.
     await fs.create(f"{root}/actions/wordcount-java/wordcount.jar", jar.read_bytes(), overwrite=True)
@@ -103,23 +75,19 @@ async def test_java_mapreduce_of_both_apis_runs_through_real_oozie_and_is_reused
     computed_in = time.monotonic() - t0
     assert wf["state"] == "SUCCEEDED", [(a["localId"], a["state"], a["error"]) for a in wf["actions"]]
     assert [a["decision"] for a in wf["actions"]] == ["compute"] * 2
-    oozie = Oozie(api.settings.oozie_url, cluster.hdfs_user)
-    try:
-        # New-API reducers name their files part-r-NNNNN, old-API ones part-NNNNN.
-        for a, part in zip(wf["actions"], ("part-00000", "part-r-00000"), strict=True):
-            assert a["outputPath"] == f"{root}/datasets/{a['hash']}"
-            status = await fs.status(a["outputPath"])
-            assert (status["owner"], status["permission"]) == (OWNER, "555")
-            assert sorted(f["pathSuffix"] for f in await fs.list(a["outputPath"])) == ["_SUCCESS", part]
-            lines = (await fs.open(f"{a['outputPath']}/{part}")).decode().splitlines()
-            assert {w: int(n) for w, n in (line.split("\t") for line in lines)} == dict(expected)
-            # Oozie's map-reduce action ran it (MapReduceMain), as the owner, a MapReduce job on YARN.
-            info = await oozie.info(a["jobId"])
-            assert (info["status"], info["user"]) == ("SUCCEEDED", OWNER)
-            node = next(n for n in info["actions"] if n["type"] == "map-reduce")
-            assert node["externalId"].startswith("job_"), node
-    finally:
-        await oozie.close()
+    # New-API reducers name their files part-r-NNNNN, old-API ones part-NNNNN.
+    for a, part in zip(wf["actions"], ("part-00000", "part-r-00000"), strict=True):
+        assert a["outputPath"] == f"{root}/datasets/{a['hash']}"
+        status = await fs.status(a["outputPath"])
+        assert (status["owner"], status["permission"]) == (OWNER, "555")
+        assert sorted(f["pathSuffix"] for f in await fs.list(a["outputPath"])) == ["_SUCCESS", part]
+        lines = (await fs.open(f"{a['outputPath']}/{part}")).decode().splitlines()
+        assert {w: int(n) for w, n in (line.split("\t") for line in lines)} == dict(expected)
+        # Oozie's map-reduce action ran it (MapReduceMain), as the owner, a MapReduce job on YARN.
+        info = await pingo_on_real_hadoop.oozie.info(a["jobId"])
+        assert (info["status"], info["user"]) == ("SUCCEEDED", OWNER)
+        node = next(n for n in info["actions"] if n["type"] == "map-reduce")
+        assert node["externalId"].startswith("job_"), node
 
     again = await api.run(body, timeout=RUN_TIMEOUT)
     assert again["state"] == "SUCCEEDED"
@@ -142,16 +110,16 @@ async def test_a_sqoop_import_runs_through_real_oozie_is_reused_with_a_cache_ver
     owner, a MapReduce job on YARN reading a PostgreSQL table with a password from a file
     on HDFS (examples/sqoop's import); it is committed and sealed; with its cacheVersion it
     is reused, and without one the next submission would import again, saying why."""
-    api, fs, cluster = pingo_on_real_hadoop
+    api, fs = pingo_on_real_hadoop.api, pingo_on_real_hadoop.fs
     # The password file is the owner's, readable by them alone, on the executor's file
     # system (docs/planning.md, "SQOOP actions").
     password = f"/user/{OWNER}/cities.password"
-    owners = WebHdfs(cluster.webhdfs_url, OWNER)
+    owners = WebHdfs(pingo_on_real_hadoop.webhdfs_url, OWNER)
     try:
         await owners.create(password, PASSWORD.encode(), overwrite=True)
     finally:
         await owners.close()
-    cluster.webhdfs("PUT", password, "SETPERMISSION", permission="400")
+    await pingo_on_real_hadoop.target.as_superuser("PUT", password, op="SETPERMISSION", permission="400")
     values = {"connect": postgres.jdbc_url, "passwordFile": password}
     pinned = sqoop_import("cities-snapshot.json", values)
     assert "cacheVersion" in pinned["actions"][0]
@@ -162,20 +130,16 @@ async def test_a_sqoop_import_runs_through_real_oozie_is_reused_with_a_cache_ver
     assert wf["state"] == "SUCCEEDED", [(a["localId"], a["state"], a["error"]) for a in wf["actions"]]
     (action,) = wf["actions"]
     assert action["decision"] == "compute"
-    assert action["outputPath"] == f"{cluster.hdfs_root}/datasets/{action['hash']}"
+    assert action["outputPath"] == f"{pingo_on_real_hadoop.root}/datasets/{action['hash']}"
     status = await fs.status(action["outputPath"])
     assert (status["owner"], status["permission"]) == (OWNER, "555")
     assert (await fs.open(f"{action['outputPath']}/part-m-00000")).decode().splitlines() == expected(postgres)
     assert PASSWORD not in json.dumps(wf)
-    oozie = Oozie(api.settings.oozie_url, cluster.hdfs_user)
-    try:
-        info = await oozie.info(action["jobId"])
-        assert (info["status"], info["user"]) == ("SUCCEEDED", OWNER)
-        # Named by its launcher, the MapReduce job Sqoop submitted its child (the emulator says the same).
-        node = next(n for n in info["actions"] if n["type"] == "sqoop")
-        assert node["externalId"].startswith("application_") and node["externalChildIDs"].startswith("job_"), node
-    finally:
-        await oozie.close()
+    info = await pingo_on_real_hadoop.oozie.info(action["jobId"])
+    assert (info["status"], info["user"]) == ("SUCCEEDED", OWNER)
+    # Named by its launcher, the MapReduce job Sqoop submitted its child (the emulator says the same).
+    node = next(n for n in info["actions"] if n["type"] == "sqoop")
+    assert node["externalId"].startswith("application_") and node["externalChildIDs"].startswith("job_"), node
 
     again = await api.run(pinned, timeout=RUN_TIMEOUT)
     assert again["state"] == "SUCCEEDED"
