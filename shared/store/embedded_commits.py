@@ -29,10 +29,11 @@ MANY_WRITES = frozenset({"insert", "update", "delete"})
 
 
 def writes_many(msg: dict[str, Any]) -> bool:
-    """Whether a parsed OP_MSG is an insert, update or delete command."""
+    """Whether a parsed OP_MSG is an insert, update or delete command (a command's name is
+    its body's first key: ``findAndModify`` has an ``update`` too)."""
     for kind, doc in msg.get("sections", ()):
         if kind == "body" and isinstance(doc, dict):
-            return any(name in doc for name in MANY_WRITES)
+            return next(iter(doc), None) in MANY_WRITES
     return False
 
 
