@@ -551,6 +551,8 @@ class Outcomes:
         never starts here) is computed by the successor. Children are handed over before
         their parents, so a successor re-planning its inputs follows this workflow's
         running parents, whose jobs are then adopted too."""
+        if not await wfs.may_be_followed(self.store, workflow_id):
+            return  # nothing to hand over, and its actions need not be read
         docs = await acts.of_workflow(self.store, workflow_id, {"state": 1, "followers": 1})
         # Only actions others follow, and the parents of those handed over (a successor's
         # re-planning may follow them), are read again: a large workflow's kill stays cheap.

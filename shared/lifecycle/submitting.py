@@ -545,6 +545,8 @@ class Submitter:
                     ),
                 },
             }
+            if any(d["followers"] for d in docs):  # identical actions of its own follow one
+                extra["followed"] = True
             if final == W.SUCCEEDED:
                 extra["finished_at"] = time.time()
                 extra["outcome"] = outcome(docs)

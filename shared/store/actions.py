@@ -186,12 +186,21 @@ async def stale_leases(
 
 async def live_counts(store: Store, cap: int) -> dict[str, int]:
     """How many actions are in each live state, each counted up to ``cap``: one equality
-    on the state per state (index-served), ids only, never a scan of ended actions."""
+    on the state per state (index-served), counted by the store, never a scan of ended
+    actions. (Reading their ids cost nx-27017 a second with 10,000 actions WAITING.)"""
     counts = {}
     for state in sorted(ACTION_LIVE):
-        cursor = store.actions.find({"state": str(state)}, {"_id": 1}).limit(cap)
-        counts[str(state)] = len([a async for a in cursor])
+        pipeline = [{"$match": {"state": str(state)}}, {"$limit": cap}, {"$count": "n"}]
+        counts[str(state)] = sum([d["n"] async for d in await store.actions.aggregate(pipeline)])
     return counts
+
+
+async def state_counts(store: Store, workflow_id: str) -> dict[str, int]:
+    """How many of a workflow's actions are in each state: one equality on the indexed
+    ``workflow_id``, counted by the store (nx-27017 groups in SQL: milliseconds for
+    10,000 actions, against 0.6 s to read their states)."""
+    pipeline = [{"$match": {"workflow_id": workflow_id}}, {"$group": {"_id": "$state", "n": {"$sum": 1}}}]
+    return {d["_id"]: d["n"] async for d in await store.actions.aggregate(pipeline)}
 
 
 async def recent(store: Store, limit: int, fields: dict[str, int]) -> list[ActionDoc]:
@@ -349,6 +358,7 @@ async def add_follower(store: Store, producer_id: str, follower_id: str) -> bool
     """Register ``follower_id`` on a producer that has not ended: the producer's end
     reads its followers from the document its terminal move returns, so a follower is
     either registered before that move (and resolved by it) or refused."""
+    await workflows.mark_followed(store, producer_id.split(".", 1)[0])
     won = await store.actions.find_one_and_update(
         {"_id": producer_id, "state": {"$in": sorted(ACTION_LIVE)}},
         {"$addToSet": {"followers": follower_id}},

@@ -184,10 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     # nx-27017 logs every command's reply at INFO in this mode: its own warnings are enough.
     logging.getLogger("nx_27017").setLevel(logging.WARNING)
     from neosqlite.options import JournalMode
-    from nx_27017.handler import NeoSQLiteHandler
 
-    # What nx_27017's main() builds for ``--data-dir DIR`` (its other options at their defaults).
-    handler = NeoSQLiteHandler(
+    from shared.store.embedded_commits import CommittingHandler
+
+    # What nx_27017's main() builds for ``--data-dir DIR`` (its other options at their
+    # defaults), committing each write command's documents together.
+    handler = CommittingHandler(
         "nx-27017.db",
         tokenizers=None,
         journal_mode=JournalMode.validate("WAL"),

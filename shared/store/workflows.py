@@ -9,6 +9,8 @@ every state change rewrites the whole document.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from pymongo import ReturnDocument
@@ -31,12 +33,17 @@ def definitions(store: Store) -> AsyncCollection:
 def derive(actions: list[dict[str, Any]], kill_requested: bool) -> WorkflowState | None:
     """The workflow's final state once every action is terminal, else None. A workflow
     with no actions has not ended: its actions were never written (or were undone)."""
-    states = [a["state"] for a in actions]
-    if not states or any(s not in ACTION_TERMINAL for s in states):
+    return derive_counted(Counter(a["state"] for a in actions), kill_requested)
+
+
+def derive_counted(states: Mapping[str, int], kill_requested: bool) -> WorkflowState | None:
+    """``derive`` from how many actions are in each state (``actions.state_counts``)."""
+    present = {s for s, n in states.items() if n}
+    if not present or any(s not in ACTION_TERMINAL for s in present):
         return None
     if kill_requested:
         return W.KILLED
-    if any(s in (ActionState.FAILED, ActionState.KILLED) for s in states):
+    if present & {ActionState.FAILED, ActionState.KILLED}:
         return W.FAILED
     return W.SUCCEEDED
 
@@ -60,6 +67,8 @@ def new_document(
         "updated_at": now,
         "history": [history_entry(W.PLANNING, by)],
         "kill_requested": False,
+        # Whether any of its actions may be followed: its kill's hand-over reads them only then.
+        "followed": False,
         "planner": planner,
         "planning_lease_at": now,
         "action_count": action_count,
@@ -70,6 +79,20 @@ async def insert(store: Store, doc: dict[str, Any], definition: dict[str, Any]) 
     """The definition first: a workflow document always has its definition."""
     await definitions(store).insert_one(definition)
     await store.workflows.insert_one(doc)
+
+
+async def mark_followed(store: Store, workflow_id: str) -> None:
+    """One of the workflow's actions is about to be followed (written before the follower
+    is registered, so a kill that finds the mark unset saw no follower yet)."""
+    await store.workflows.update_one({"_id": workflow_id}, {"$set": {"followed": True}})
+
+
+async def may_be_followed(store: Store, workflow_id: str) -> bool:
+    """Whether any of the workflow's actions may have followers: a big workflow's kill
+    reads every action's followers only then (docs/performance.md, "A big workflow"). A
+    workflow written before the mark existed may."""
+    wf = await store.workflows.find_one({"_id": workflow_id}, {"followed": 1})
+    return wf is not None and wf.get("followed") is not False
 
 
 async def planning_of(store: Store, workflow_id: str) -> dict[str, Any] | None:
