@@ -429,6 +429,38 @@ PARAM_HELP = "a value for one of the workflow's parameters (repeat for each)"
 LOG_LEVEL_HELP = "DEBUG, INFO, WARNING or ERROR (default: PINGO_LOG_LEVEL, else INFO)"
 
 
+def datasets_commands(c: argparse.ArgumentParser) -> None:
+    """``pingo datasets``'s options, and its verbs on one dataset (``show``, and the
+    datasets by hand of docs/api.md)."""
+    c.add_argument("--state")
+    c.add_argument(
+        "--by-user", action="store_true", help="per user: datasets kept, compute time spent, time saved by reuse"
+    )
+    c.set_defaults(run=cmd_datasets)
+    shows = c.add_subparsers(dest="datasets_command", metavar="{show,delete,invalidate,pin,unpin,expire} HASH")
+    one = shows.add_parser("show", help="one dataset and the workflow that made it (a hash or its start)")
+    one.add_argument("hash")
+    # SUPPRESS: given before ``show`` (pingo datasets --json show H) they are not reset here.
+    one.add_argument("--url", default=argparse.SUPPRESS, help=URL_HELP)
+    one.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the raw JSON")
+    # Datasets by hand (docs/api.md): the owner of the workflow that made it, or an admin.
+    for verb, text in (
+        ("delete", "delete a dataset, a final output too: refused while a workflow still needs it"),
+        ("invalidate", "never reuse it again: its next use computes it; its files go once nothing needs them"),
+        ("pin", "never choose it for eviction"),
+        ("unpin", "an ordinary dataset again"),
+        ("expire", "delete it once WHEN has passed and nothing needs it"),
+    ):
+        one = shows.add_parser(verb, help=text)
+        one.add_argument("hash", help="a hash, or its start")
+        if verb == "invalidate":
+            one.add_argument("--descendants", action="store_true", help="and every dataset computed from it")
+        if verb == "expire":
+            one.add_argument("when", help="ISO 8601 time, Unix seconds, +N[smhd] from now, or never")
+        one.add_argument("--url", default=argparse.SUPPRESS, help=URL_HELP)
+        one.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the raw JSON")
+
+
 def parser() -> argparse.ArgumentParser:
     p = SuggestingParser(prog="pingo", description=__doc__)
     p.add_argument("--version", action="version", version=f"pingo {installed_version()}")
@@ -490,34 +522,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--name", help="only workflows whose name contains N, or matches the glob N (*, ?, [..]); any case")
     c.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
     c.set_defaults(run=cmd_list)
-    c = client_cmd("datasets", "managed datasets and storage usage; `datasets show HASH` for one")
-    c.add_argument("--state")
-    c.add_argument(
-        "--by-user", action="store_true", help="per user: datasets kept, compute time spent, time saved by reuse"
-    )
-    c.set_defaults(run=cmd_datasets)
-    shows = c.add_subparsers(dest="datasets_command", metavar="{show,delete,invalidate,pin,unpin,expire} HASH")
-    one = shows.add_parser("show", help="one dataset and the workflow that made it (a hash or its start)")
-    one.add_argument("hash")
-    # SUPPRESS: given before ``show`` (pingo datasets --json show H) they are not reset here.
-    one.add_argument("--url", default=argparse.SUPPRESS, help=URL_HELP)
-    one.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the raw JSON")
-    # Datasets by hand (docs/api.md): the owner of the workflow that made it, or an admin.
-    for verb, text in (
-        ("delete", "delete a dataset, a final output too: refused while a workflow still needs it"),
-        ("invalidate", "never reuse it again: its next use computes it; its files go once nothing needs them"),
-        ("pin", "never choose it for eviction"),
-        ("unpin", "an ordinary dataset again"),
-        ("expire", "delete it once WHEN has passed and nothing needs it"),
-    ):
-        one = shows.add_parser(verb, help=text)
-        one.add_argument("hash", help="a hash, or its start")
-        if verb == "invalidate":
-            one.add_argument("--descendants", action="store_true", help="and every dataset computed from it")
-        if verb == "expire":
-            one.add_argument("when", help="ISO 8601 time, Unix seconds, +N[smhd] from now, or never")
-        one.add_argument("--url", default=argparse.SUPPRESS, help=URL_HELP)
-        one.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the raw JSON")
+    datasets_commands(client_cmd("datasets", "managed datasets and storage usage; `datasets show HASH` for one"))
     c = client_cmd("timeline", "a workflow's transitions in time order")
     c.add_argument("id")
     c.set_defaults(run=cmd_timeline)

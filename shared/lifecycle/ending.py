@@ -32,7 +32,7 @@ from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import Replanner, Replans
 from shared.states import ACTION_IN_FLIGHT, ACTION_KILLED_IN_BULK, ACTION_LIVE, DATASET_BEING_DELETED, ActionState
 from shared.storage import Storage
-from shared.storage.base import StorageRefused
+from shared.storage.base import Integrity, StorageRefused
 from shared.store import Store
 from shared.store import actions as acts
 from shared.store import datasets as ds
@@ -213,16 +213,7 @@ class Outcomes:
                 # Committing now would hand the new output to the deletor: wait until it is done.
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
                 return None
-        # An input that changed while the job ran: the output is kept (its readers in this
-        # workflow wait for it), but marked, and the next plan computes it again.
-        recorded = (action.get("definition") or {}).get("inputs") or []
-        changed = await changed_since(
-            self.storage, recorded, self.input_checksum, self.input_max_files, action.get("owner")
-        ) if recorded else []  # fmt: skip
-        # An input of its parents' that changed while they ran taints this output too.
-        changed += [c for c in action.get("upstream_input_changed") or [] if c not in changed]
-        if changed:
-            log.warning("%s: made from input(s) that changed while it ran: %s", action["_id"], changed)
+        changed = await self.inputs_changed(action)
         try:
             # An unmanaged output is the user's latest result, never a kept dataset: always replaced;
             # so is one made from an input that changed while it was computed, and so are the
@@ -249,28 +240,15 @@ class Outcomes:
         found = await self.storage.integrity(final, checksum=bool(action.get("managed")))
         size = found.size if found else None
         differs = nondeterminism(current, found.checksum if found else None)
-        # Byte-identical to an earlier lineage's output: its children may be cut off early.
-        twin = None
-        if action.get("managed") and not changed and found is not None and action.get("miss"):  # an earlier lineage
-            twin = await cutoff.twin_of(self.store, action, found.checksum)
         started = status.started_at or action.get("submitted_at") or time.time()
         seconds = max(0.0, (status.ended_at or time.time()) - started)
         recorded = None
         if action.get("managed"):
             try:
-                recorded = await ds.record_output(
-                    self.store, action["hash"], action["_id"], size, seconds, bool(action.get("leaf")), self.by,
-                    files=found.files if found else None, checksum=found.checksum if found else None,
-                    owner=action.get("owner"), storage=self.storage.identity, seen=current,
-                    input_changed=changed or None, twin=twin,
-                )  # fmt: skip
+                recorded = await self.record_dataset(action, current, found, seconds, changed, differs)
             except ds.Deferred:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
                 return None
-            await reserving.committed(self.store, action)  # its real size is counted now
-            if differs is not None:
-                log.warning("%s: its output differs from its lineage's last one (%s)", action["_id"], action["hash"])
-                await ds.flag_nondeterministic(self.store, action["hash"], differs)
         if changed and action.get("children"):  # before they may start: their outputs are tainted too
             await acts.note_input_changed(self.store, action["children"], changed)
         # Its children first: their input is stored, and readying them is what a chain's hop
@@ -298,6 +276,43 @@ class Outcomes:
             if may_be_followed(done, recorded) and (followers := await acts.following(self.store, done["_id"])):
                 await self.following.resolve(done, followers)
         return done
+
+    async def inputs_changed(self, action: ActionDoc) -> list[str]:
+        """The inputs (its own, and its parents' as they noted them) that changed while
+        ``action``'s job ran: its output is kept (its readers in this workflow wait for it),
+        but marked, and the next plan computes it again."""
+        recorded = (action.get("definition") or {}).get("inputs") or []
+        changed = await changed_since(
+            self.storage, recorded, self.input_checksum, self.input_max_files, action.get("owner")
+        ) if recorded else []  # fmt: skip
+        # An input of its parents' that changed while they ran taints this output too.
+        changed += [c for c in action.get("upstream_input_changed") or [] if c not in changed]
+        if changed:
+            log.warning("%s: made from input(s) that changed while it ran: %s", action["_id"], changed)
+        return changed
+
+    async def record_dataset(
+        self, action: ActionDoc, current: dict[str, Any] | None, found: Integrity | None, seconds: float,
+        changed: list[str], differs: dict[str, Any] | None,
+    ) -> dict[str, Any] | None:  # fmt: skip
+        """Record a managed ``action``'s committed output (``found``: what the storage saw
+        of it) in its dataset, count its real size, and flag a lineage whose output
+        ``differs``; the dataset as recorded. Raises ``ds.Deferred`` while it is being deleted."""
+        # Byte-identical to an earlier lineage's output: its children may be cut off early.
+        twin = None
+        if not changed and found is not None and action.get("miss"):  # an earlier lineage
+            twin = await cutoff.twin_of(self.store, action, found.checksum)
+        recorded = await ds.record_output(
+            self.store, action["hash"], action["_id"], found.size if found else None, seconds,
+            bool(action.get("leaf")), self.by, files=found.files if found else None,
+            checksum=found.checksum if found else None, owner=action.get("owner"),
+            storage=self.storage.identity, seen=current, input_changed=changed or None, twin=twin,
+        )  # fmt: skip
+        await reserving.committed(self.store, action)  # its real size is counted now
+        if differs is not None:
+            log.warning("%s: its output differs from its lineage's last one (%s)", action["_id"], action["hash"])
+            await ds.flag_nondeterministic(self.store, action["hash"], differs)
+        return recorded
 
     async def fail_attempt(
         self, action: ActionDoc, reason: str, error: str, status: JobStatus | None, outcome: str = attempts.FAILED

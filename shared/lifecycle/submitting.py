@@ -434,6 +434,51 @@ def decoded(written: dict[str, Any]) -> Submitted:
     return Submitted(WorkflowRecord.of(written["workflow"]), [ActionRecord.of(d) for d in docs])
 
 
+def definition_document(
+    wf_id: str, body: dict[str, Any], spec: WorkflowSpec, hashes: dict[str, str], now: float
+) -> dict[str, Any]:
+    """The workflow's definition, kept beside its document: the body as submitted, but no
+    secret value is kept here (docs/planning.md), and what its planning may claim or
+    produce (what an undo releases, read by ``_id``)."""
+    return {
+        "_id": wf_id,
+        "body": masked_body(body),
+        "action_ids": [f"{wf_id}.{a.id}" for a in spec.actions],
+        "dataset_hashes": sorted(set(hashes.values())),
+        "created_at": now,
+    }
+
+
+def planned_move(
+    planned: dict[ActionId, PlannedAction], docs: list[dict[str, Any]], owner: str | None
+) -> tuple[WorkflowState, dict[str, Any]]:
+    """Where a written plan moves its workflow (RUNNING, or SUCCEEDED when nothing is
+    computed or followed), and what that move sets: the plan's counts and what the
+    submission statistics count (an effect of the move)."""
+    counts = {
+        "compute": sum(p.computed for p in planned.values()),
+        "reuse": sum(not p.computed for p in planned.values()),
+        "follow": sum(p.reason == "in_flight" for p in planned.values()),
+    }
+    final = W.RUNNING if counts["compute"] or counts["follow"] else W.SUCCEEDED
+    extra: dict[str, Any] = {
+        "counts": counts,
+        "planned": {
+            "actions_reused": sum(d["state"] == A.REUSED for d in docs),
+            "actions_skipped": sum(d["state"] == A.SKIPPED for d in docs),
+            "saved_seconds": sum(d["saved_seconds"] for d in docs),
+            # Reused from another user's workflow: what sharing across the team saved.
+            "saved_others_seconds": sum(d["saved_seconds"] for d in docs if d.get("reused_from") not in (None, owner)),
+        },
+    }
+    if any(d["followers"] for d in docs):  # identical actions of its own follow one
+        extra["followed"] = True
+    if final == W.SUCCEEDED:
+        extra["finished_at"] = time.time()
+        extra["outcome"] = outcome(docs)
+    return final, extra
+
+
 @dataclass
 class Submitter:
     """Plans and writes validated workflows, and undoes a planning that did not finish."""
@@ -470,14 +515,7 @@ class Submitter:
         # other requests meanwhile (the interpreter hands it the GIL every few ms), while a
         # big workflow is planned (docs/performance.md, "A big workflow").
         hashes = await asyncio.to_thread(workflow_hashes, spec, prints)
-        definition = {
-            "_id": wf_id,
-            "body": masked_body(body),  # as submitted, but no secret value is kept here (docs/planning.md)
-            "action_ids": [f"{wf_id}.{a.id}" for a in spec.actions],
-            # What its planning may claim or produce: what an undo releases, read by _id.
-            "dataset_hashes": sorted(set(hashes.values())),
-            "created_at": now,
-        }
+        definition = definition_document(wf_id, body, spec, hashes, now)
         told = spec.webhooks if spec.webhooks or self.settings.webhooks else None  # docs/webhooks.md
         await wfs.insert(
             store, wfs.new_document(wf_id, spec.name, len(spec.actions), token, now, BY, owner, told), definition
@@ -525,31 +563,7 @@ class Submitter:
                 await self.undo(wf_id, "planning failed", where={"planner": token})
                 await self.release(wf_id, "planning failed")
                 raise
-            counts = {
-                "compute": sum(p.computed for p in planned.values()),
-                "reuse": sum(not p.computed for p in planned.values()),
-            }
-            following = sum(p.reason == "in_flight" for p in planned.values())
-            counts["follow"] = following
-            final = W.RUNNING if counts["compute"] or following else W.SUCCEEDED
-            extra: dict[str, Any] = {
-                "counts": counts,
-                # What the submission statistics count (an effect of this move).
-                "planned": {
-                    "actions_reused": sum(d["state"] == A.REUSED for d in docs),
-                    "actions_skipped": sum(d["state"] == A.SKIPPED for d in docs),
-                    "saved_seconds": sum(d["saved_seconds"] for d in docs),
-                    # Reused from another user's workflow: what sharing across the team saved.
-                    "saved_others_seconds": sum(
-                        d["saved_seconds"] for d in docs if d.get("reused_from") not in (None, owner)
-                    ),
-                },
-            }
-            if any(d["followers"] for d in docs):  # identical actions of its own follow one
-                extra["followed"] = True
-            if final == W.SUCCEEDED:
-                extra["finished_at"] = time.time()
-                extra["outcome"] = outcome(docs)
+            final, extra = planned_move(planned, docs, owner)
             # Its effects: WORKFLOW_SUBMITTED, its actions' arrivals (READY ones wake the action
             # managers; REUSED, SKIPPED, FOLLOWING announce their outcome), WORKFLOW_FINISHED
             # when nothing is computed, and the submission statistics.

@@ -71,6 +71,30 @@ def private_dir(path: Path) -> None:
         os.chmod(path, 0o700)
 
 
+async def linger(
+    connections: dict[socket.socket, threading.Thread], changed: asyncio.Event, now: asyncio.Event, lingering: Path
+) -> None:
+    """Asked to stop: serve until the open ``connections`` close (``changed`` is set at
+    each close), or until asked again (``now``). The process that asked closed its own
+    connections just before; those of other processes may remain: then the server says
+    so, in the log and in ``lingering`` (its pid)."""
+    told = False
+    while not now.is_set():
+        await asyncio.sleep(IDLE_GRACE)
+        if not connections:
+            return
+        if not told:
+            others = len(connections)
+            log.info("asked to stop; %d connections of other processes open: serving until they close", others)
+            await asyncio.to_thread(lingering.write_text, str(os.getpid()))
+            told = True
+        changed.clear()
+        waits = [asyncio.ensure_future(changed.wait()), asyncio.ensure_future(now.wait())]
+        _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for w in pending:
+            w.cancel()
+
+
 async def serve(handler: object, sock: Path, lingering: Path) -> None:
     # nx-27017's threaded connection handler (its ``--threaded`` mode): a thread per
     # connection, blocking calls. Its asyncio handler hands every command to a worker
@@ -131,23 +155,7 @@ async def serve(handler: object, sock: Path, lingering: Path) -> None:
     try:
         await asked.wait()
         watch.cancel()
-        # The process that asked closed its own connections just before; others may remain.
-        told = False
-        while not now.is_set():
-            await asyncio.sleep(IDLE_GRACE)
-            if not connections:
-                break
-            if not told:
-                log.info(
-                    "asked to stop; %d connections of other processes open: serving until they close", len(connections)
-                )
-                await asyncio.to_thread(lingering.write_text, str(os.getpid()))
-                told = True
-            changed.clear()
-            waits = [asyncio.ensure_future(changed.wait()), asyncio.ensure_future(now.wait())]
-            _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            for w in pending:
-                w.cancel()
+        await linger(connections, changed, now, lingering)
     finally:
         acceptor.cancel()
         listener.close()
