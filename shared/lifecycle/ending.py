@@ -435,7 +435,14 @@ class Outcomes:
         free what it held, end (KILLED) the descendants that waited on it, then the
         guarded terminal move from ``sources`` (narrowed by ``where``), then its other
         followers follow the successor. Its workflow settles once, after the cascade.
-        An attempt in flight leaves its ``record`` (by default one named after ``target``)."""
+        An attempt in flight leaves its ``record`` (by default one named after ``target``).
+
+        An action flagged by its workflow's kill has no cascade: the kill's bulk writes end
+        every live action of that workflow (the repair sweep applies them again until
+        ``kill_applied``). Walking its descendants, one read each, kept a killed fan's root
+        RUNNING for over a minute on a loaded machine (docs/state-machines.md, "Ending an
+        action")."""
+        cascade = cascade and not action.get("kill_requested")
         if record is None and action.get("attempt") and {A.SUBMITTED, A.RUNNING} >= {*sources}:
             outcome = attempts.KILLED if target == A.KILLED else attempts.FAILED
             record = acts.attempt_entry(action, outcome, error or reason)
@@ -590,9 +597,10 @@ class Outcomes:
                 successor = await self.following.elect(aid, "killed", job_alive=True)
                 fresh = await acts.get(self.store, aid)
                 if successor and fresh and fresh.get("job_handed_to") == successor:
+                    # Not flagged yet, but the kill's bulk writes that follow end its descendants.
                     await self.end(
                         fresh, A.KILLED, "killed", sources=[A.SUBMITTED, A.RUNNING], where={"job_id": fresh["job_id"]},
-                        note=f"killed; its job goes on for {successor}",
+                        note=f"killed; its job goes on for {successor}", cascade=False,
                     )  # fmt: skip
             elif action["state"] != A.FOLLOWING:
                 await acts.flag_kill(self.store, workflow_id, time.time(), action_id=aid)

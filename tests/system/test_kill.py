@@ -13,7 +13,16 @@ import uuid
 from pathlib import Path
 
 import pytest
+from pymongo import AsyncMongoClient, monitoring
 
+from shared.bus.memory import MemoryBus
+from shared.config import Settings
+from shared.executors.base import JobState, JobStatus
+from shared.executors.factory import make_executor
+from shared.lifecycle.ending import Outcomes
+from shared.lifecycle.moves import Mover
+from shared.storage import make_storage
+from shared.store.client import Store
 from shared.store.transitions import decode
 from tests.support.processes import marked, spawning_action
 from tests.support.system import Api, make_settings
@@ -180,3 +189,71 @@ async def test_a_timed_out_job_leaves_no_process_and_its_retry_runs_alone(system
     finally:
         for pid in marked(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+class Commands(monitoring.CommandListener):
+    """The commands a client sent the store, as PyMongo's own command monitoring sees them."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+
+    def started(self, event: monitoring.CommandStartedEvent) -> None:
+        self.sent += 1
+
+    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
+        pass
+
+    def failed(self, event: monitoring.CommandFailedEvent) -> None:
+        pass
+
+
+async def killed_fan(store: Store, n: int) -> str:
+    """A workflow whose kill has flagged its running root, as the kill's first writes leave
+    it; ``n`` children still WAITING for the root, not reached by the kill's bulk yet."""
+    wf_id, now = f"wf-{uuid.uuid4().hex[:8]}", time.time()
+    await store.workflows.insert_one(
+        {"_id": wf_id, "state": "RUNNING", "open_actions": n + 1, "kill_requested": True, "kill_applied": False,
+         "kill_requested_at": now, "created_at": now, "owner": "ada"}
+    )  # fmt: skip
+    root = f"{wf_id}.0"
+    children = [f"{wf_id}.{i}" for i in range(1, n + 1)]
+    common = {"workflow_id": wf_id, "owner": "ada", "managed": False, "created_at": now, "history": []}
+    await store.actions.insert_many(
+        [{**common, "_id": root, "name": "root", "state": "RUNNING", "job_id": f"{root}-job", "attempt": 1,
+          "kill_requested": True, "finish_lease_at": 0.0, "children": children, "parents": []},
+         *({**common, "_id": c, "name": c, "state": "WAITING", "parents": [root], "pending_parents": [root]}
+           for c in children)]
+    )  # fmt: skip
+    return wf_id
+
+
+async def test_a_killed_root_ends_at_a_cost_its_descendants_do_not_change(settings: Settings, mongo_url: str) -> None:
+    """Under load a killed fan's root stayed RUNNING past the minute the kill tests wait:
+    its end read each of its 1,500 descendants, one command each, though the kill's bulk
+    writes end them. The root's end now costs the same whatever it has below it, and the
+    kill still ends everything."""
+    commands = Commands()
+    client: AsyncMongoClient = AsyncMongoClient(mongo_url, event_listeners=[commands])
+    store = Store(client=client, db=client[f"kill_{uuid.uuid4().hex[:8]}"])
+    await store.ensure_indexes()
+    executor = make_executor(settings)
+    outcomes = Outcomes(store, make_storage(settings), Mover(store, MemoryBus(), "test"), executor, "test")
+    try:
+        cost = {}
+        for n in (10, 300):
+            wf_id = await killed_fan(store, n)
+            root = await store.actions.find_one({"_id": f"{wf_id}.0"})
+            before = commands.sent
+            # Its job ended, stopped by the kill: the poller or its notification reports it so.
+            await outcomes.apply(root, JobStatus(state=JobState.KILLED, error="killed on request"))
+            cost[n] = commands.sent - before
+            assert (await store.actions.find_one({"_id": root["_id"]}))["state"] == "KILLED"
+            # The kill's bulk writes end the rest, and the workflow with them.
+            await outcomes.kill_workflow(wf_id)
+            assert {d["state"] async for d in store.actions.find({"workflow_id": wf_id})} == {"KILLED"}
+            assert (await store.workflows.find_one({"_id": wf_id}))["state"] == "KILLED"
+        assert cost[300] == cost[10], cost
+    finally:
+        await executor.close()
+        await client.drop_database(store.db.name)
+        await client.close()
