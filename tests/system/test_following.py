@@ -55,15 +55,11 @@ async def test_twenty_concurrent_workflows_sharing_a_root_and_a_middle_compute_e
     assert middle["state"] == "STORED" and middle["claims"] == [] and middle["producers"] == []
 
 
-async def test_planners_slower_than_the_computation_they_raced_reuse_what_it_stored(
-    system: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Four planners read the store before any of them wrote: each plans to compute the
-    # shared root and middle. The first writes at once; the others write only once the
-    # first's middle is stored (as a loaded gateway might), so they can no longer follow
-    # it: they reuse what it stored, and their roots, which only fed it, are skipped.
-    get_many, create_many = ds.get_many, ds.create_many
-    read, all_read, writes = 0, asyncio.Event(), 0
+def read_together(monkeypatch: pytest.MonkeyPatch, planners: int = 2) -> None:
+    """The ``planners``' batch reads of the datasets they need wait for each other: each
+    planner reads the store before any of them writes, as on a loaded machine."""
+    get_many = ds.get_many
+    read, all_read = 0, asyncio.Event()
 
     async def together(store: Any, hashes: list[str], *fields: Any) -> dict:
         nonlocal read
@@ -71,11 +67,25 @@ async def test_planners_slower_than_the_computation_they_raced_reuse_what_it_sto
         if fields:
             return found  # not a planner's batch read (the orphan sweep's)
         read += 1
-        if read == 4:
+        if read == planners:
             all_read.set()
-        if read <= 4:  # the planners' batch reads: none writes before all four have read
+        if read <= planners:
             await asyncio.wait_for(all_read.wait(), 60)
         return found
+
+    monkeypatch.setattr(ds, "get_many", together)
+
+
+async def test_planners_slower_than_the_computation_they_raced_reuse_what_it_stored(
+    system: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Four planners read the store before any of them wrote: each plans to compute the
+    # shared root and middle. The first writes at once; the others write only once the
+    # first's middle is stored (as a loaded gateway might), so they can no longer follow
+    # it: they reuse what it stored, and their roots, which only fed it, are skipped.
+    create_many = ds.create_many
+    writes = 0
+    read_together(monkeypatch, planners=4)
 
     async def late(store: Any, docs: list[dict]) -> set[str]:
         nonlocal writes
@@ -88,7 +98,6 @@ async def test_planners_slower_than_the_computation_they_raced_reuse_what_it_sto
                 await asyncio.sleep(0.05)
         return await create_many(store, docs)
 
-    monkeypatch.setattr(ds, "get_many", together)
     monkeypatch.setattr(ds, "create_many", late)
     log = tmp_path / "exec.log"
     plans = await asyncio.gather(*(system.submit(sweep_member(log, "late", i)) for i in range(4)))
@@ -110,23 +119,12 @@ async def test_a_planner_that_follows_a_producer_as_its_plan_is_written_does_not
     # (its store reads slowed, as on a loaded machine). The second must still follow it:
     # before, it found the action not written and the workflow no longer planning, and
     # became a second producer of the middle (its root, which followed, ran once).
-    get_many, create_many, insert_many = ds.get_many, ds.create_many, acts.insert_many
+    create_many, insert_many = ds.create_many, acts.insert_many
     get_workflow, add_follower = wfs.get, acts.add_follower
-    read, all_read, created = 0, asyncio.Event(), asyncio.Event()
+    created = asyncio.Event()
     first: list[str] = []  # the workflow whose planner created the datasets
     refused, running_now = asyncio.Event(), asyncio.Event()
-
-    async def together(store: Any, hashes: list[str], *fields: Any) -> dict:
-        nonlocal read
-        found = await get_many(store, hashes, *fields)
-        if fields:
-            return found  # not a planner's batch read
-        read += 1
-        if read == 2:
-            all_read.set()
-        if read <= 2:
-            await asyncio.wait_for(all_read.wait(), 60)
-        return found
+    read_together(monkeypatch)
 
     async def in_turn(store: Any, docs: list[dict]) -> set[str]:
         if not first:
@@ -157,7 +155,6 @@ async def test_a_planner_that_follows_a_producer_as_its_plan_is_written_does_not
             running_now.set()
         return await get_workflow(store, workflow_id, fields)
 
-    monkeypatch.setattr(ds, "get_many", together)
     monkeypatch.setattr(ds, "create_many", in_turn)
     monkeypatch.setattr(acts, "add_follower", registering)
     monkeypatch.setattr(acts, "insert_many", held_insert)
@@ -181,22 +178,11 @@ async def test_a_follower_registered_while_its_producer_is_being_planned_complet
     # its dataset notes one it may not list (docs/performance.md, "A chain's hop"). Here
     # the second planner is refused by the first's middle (not written yet) and finds
     # the first still planning: it follows a producer that will never list it.
-    get_many, create_many, insert_many = ds.get_many, ds.create_many, acts.insert_many
+    create_many, insert_many = ds.create_many, acts.insert_many
     being_planned = acts.being_planned
-    read, all_read, unlisted = 0, asyncio.Event(), asyncio.Event()
+    unlisted = asyncio.Event()
     first: list[str] = []
-
-    async def together(store: Any, hashes: list[str], *fields: Any) -> dict:
-        nonlocal read
-        found = await get_many(store, hashes, *fields)
-        if fields:
-            return found
-        read += 1
-        if read == 2:
-            all_read.set()
-        if read <= 2:
-            await asyncio.wait_for(all_read.wait(), 60)
-        return found
+    read_together(monkeypatch)
 
     async def in_turn(store: Any, docs: list[dict]) -> set[str]:
         if not first:
@@ -214,7 +200,6 @@ async def test_a_follower_registered_while_its_producer_is_being_planned_complet
             await asyncio.wait_for(unlisted.wait(), 60)
         await insert_many(store, docs)
 
-    monkeypatch.setattr(ds, "get_many", together)
     monkeypatch.setattr(ds, "create_many", in_turn)
     monkeypatch.setattr(acts, "being_planned", planned_yet)
     monkeypatch.setattr(acts, "insert_many", held_insert)
