@@ -180,13 +180,19 @@ async def test_a_follower_registered_while_its_producer_is_being_planned_complet
     # the first still planning: it follows a producer that will never list it.
     create_many, insert_many = ds.create_many, acts.insert_many
     being_planned = acts.being_planned
-    unlisted = asyncio.Event()
+    unlisted, created = asyncio.Event(), asyncio.Event()
     first: list[str] = []
     read_together(monkeypatch)
 
     async def in_turn(store: Any, docs: list[dict]) -> set[str]:
+        # The first planner creates every shared dataset before the second tries: had the
+        # second won one of them, the first would follow it, not the other way round.
         if not first:
             first.append(docs[0]["producers"][0].split(".", 1)[0])
+            existed = await create_many(store, docs)
+            created.set()
+            return existed
+        await asyncio.wait_for(created.wait(), 60)
         return await create_many(store, docs)
 
     async def planned_yet(store: Any, action_id: str) -> bool:
