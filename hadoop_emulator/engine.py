@@ -413,6 +413,12 @@ class Engine:
                 f"[{action.id}].  Failing this action!",
             )
             return
+        self._as_oozie_says(action, spec, outcome)
+        self._action_done(job, action, node, outcome)
+
+    def _as_oozie_says(self, action: Action, spec: ActionSpec | None, outcome: Outcome) -> None:
+        """What Apache Oozie 5.2.1 names and says of an action that ran: the MapReduce job
+        a map-reduce or sqoop launcher submitted, and a failure's ``Main Class`` message."""
         if outcome.started and spec is not None and spec.type == "map-reduce":
             # The launcher submitted a MapReduce job, an application of its own: Apache
             # Oozie 5.2.1 then names the action by that job (docs/hadoop-protocol.md).
@@ -431,7 +437,6 @@ class Engine:
                 code = 1
                 outcome.error_code = str(code)
             outcome.error_message = f"Main Class [{main}], exit code [{code}]"
-        self._action_done(job, action, node, outcome)
 
     def _start(self, job: Job, action: Action, spec: ActionSpec | None) -> str:
         """The action RUNNING under a new application id (returned), and its callback sent."""
