@@ -76,6 +76,27 @@ def read_together(monkeypatch: pytest.MonkeyPatch, planners: int = 2) -> None:
     monkeypatch.setattr(ds, "get_many", together)
 
 
+def created_in_turn(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The first planner to create the shared datasets creates them all before the
+    second tries: had the second won one of them, the first would follow it, not the
+    other way round. The list returned names the first's workflow once it has begun."""
+    create_many = ds.create_many
+    first: list[str] = []
+    created = asyncio.Event()
+
+    async def in_turn(store: Any, docs: list[dict]) -> set[str]:
+        if not first:
+            first.append(docs[0]["producers"][0].split(".", 1)[0])
+            existed = await create_many(store, docs)
+            created.set()
+            return existed
+        await asyncio.wait_for(created.wait(), 60)
+        return await create_many(store, docs)
+
+    monkeypatch.setattr(ds, "create_many", in_turn)
+    return first
+
+
 async def test_planners_slower_than_the_computation_they_raced_reuse_what_it_stored(
     system: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -119,21 +140,11 @@ async def test_a_planner_that_follows_a_producer_as_its_plan_is_written_does_not
     # (its store reads slowed, as on a loaded machine). The second must still follow it:
     # before, it found the action not written and the workflow no longer planning, and
     # became a second producer of the middle (its root, which followed, ran once).
-    create_many, insert_many = ds.create_many, acts.insert_many
+    insert_many = acts.insert_many
     get_workflow, add_follower = wfs.get, acts.add_follower
-    created = asyncio.Event()
-    first: list[str] = []  # the workflow whose planner created the datasets
     refused, running_now = asyncio.Event(), asyncio.Event()
     read_together(monkeypatch)
-
-    async def in_turn(store: Any, docs: list[dict]) -> set[str]:
-        if not first:
-            first.append(docs[0]["producers"][0].split(".", 1)[0])
-            existed = await create_many(store, docs)
-            created.set()
-            return existed
-        await asyncio.wait_for(created.wait(), 60)
-        return await create_many(store, docs)
+    first = created_in_turn(monkeypatch)  # the workflow whose planner created the datasets
 
     async def registering(store: Any, producer_id: str, follower_id: str) -> bool:
         ok = await add_follower(store, producer_id, follower_id)
@@ -155,7 +166,6 @@ async def test_a_planner_that_follows_a_producer_as_its_plan_is_written_does_not
             running_now.set()
         return await get_workflow(store, workflow_id, fields)
 
-    monkeypatch.setattr(ds, "create_many", in_turn)
     monkeypatch.setattr(acts, "add_follower", registering)
     monkeypatch.setattr(acts, "insert_many", held_insert)
     monkeypatch.setattr(wfs, "get", slow_read)
@@ -178,22 +188,11 @@ async def test_a_follower_registered_while_its_producer_is_being_planned_complet
     # its dataset notes one it may not list (docs/performance.md, "A chain's hop"). Here
     # the second planner is refused by the first's middle (not written yet) and finds
     # the first still planning: it follows a producer that will never list it.
-    create_many, insert_many = ds.create_many, acts.insert_many
+    insert_many = acts.insert_many
     being_planned = acts.being_planned
-    unlisted, created = asyncio.Event(), asyncio.Event()
-    first: list[str] = []
+    unlisted = asyncio.Event()
     read_together(monkeypatch)
-
-    async def in_turn(store: Any, docs: list[dict]) -> set[str]:
-        # The first planner creates every shared dataset before the second tries: had the
-        # second won one of them, the first would follow it, not the other way round.
-        if not first:
-            first.append(docs[0]["producers"][0].split(".", 1)[0])
-            existed = await create_many(store, docs)
-            created.set()
-            return existed
-        await asyncio.wait_for(created.wait(), 60)
-        return await create_many(store, docs)
+    first = created_in_turn(monkeypatch)
 
     async def planned_yet(store: Any, action_id: str) -> bool:
         answer = await being_planned(store, action_id)
@@ -206,7 +205,6 @@ async def test_a_follower_registered_while_its_producer_is_being_planned_complet
             await asyncio.wait_for(unlisted.wait(), 60)
         await insert_many(store, docs)
 
-    monkeypatch.setattr(ds, "create_many", in_turn)
     monkeypatch.setattr(acts, "being_planned", planned_yet)
     monkeypatch.setattr(acts, "insert_many", held_insert)
     log = tmp_path / "exec.log"
