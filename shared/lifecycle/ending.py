@@ -25,8 +25,10 @@ from typing import Any
 import networkx as nx
 
 from shared.executors.base import Executor, JobState, JobStatus
+from shared.group_commit import GroupCommit
 from shared.inputs import changed_since
 from shared.lifecycle import attempts, cutoff, reserving
+from shared.lifecycle.finishing import Notified, finish_together
 from shared.lifecycle.following import Following
 from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import Replanner, Replans
@@ -81,6 +83,24 @@ def may_be_followed(done: ActionDoc, recorded: dict[str, Any] | None) -> bool:
 
 
 @dataclass
+class Committed:
+    """A success whose output is committed and checked, on its way to FINISHED: what the
+    steps after the commit read (``Outcomes.succeed``)."""
+
+    action: ActionDoc  # as its finish lease found it
+    status: JobStatus
+    current: dict[str, Any] | None  # its dataset, as read before the commit
+    found: Integrity | None  # what the storage saw of the committed output
+    changed: list[str]  # the inputs that changed while it ran
+    differs: dict[str, Any] | None  # the determinism audit's record, if its checksum differs
+    seconds: float
+
+    @property
+    def size(self) -> int | None:
+        return self.found.size if self.found else None
+
+
+@dataclass
 class Outcomes:
     store: Store
     storage: Storage
@@ -100,12 +120,15 @@ class Outcomes:
     # Re-planning, as following's takeover and the start of an attempt need it.
     replanner: Replans = field(init=False)
     following: Following = field(init=False)
+    # The signed notifications of jobs that end together (docs/performance.md, "Work in groups").
+    notified_ends: GroupCommit[Notified, bool | BaseException] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # Neither knows this class: re-planning is handed the two steps it calls back,
         # following the narrow ``Ends`` this class is.
         self.replanner = Replanner(self.store, self.storage, self.mover, self.by, self.ready, self.abandon)
         self.following = Following(self.store, self.mover, self.by, self, self.replanner, self.takeover_retries)
+        self.notified_ends = GroupCommit(lambda ends: finish_together(self, ends))
 
     async def notified(self, action_id: str) -> ActionDoc | None:
         """The action a job's notification names, as checking and confirming it needs it
@@ -148,11 +171,23 @@ class Outcomes:
 
     async def finish_notified(self, action_id: str, job_id: str, dataset: str | None, succeeded: bool) -> bool:
         """The end of a job whose notification carried a valid token (``shared.callback_tokens``),
-        finished without reading the action first: the finish lease, guarded by the job id
-        the notification names, reads it, and the signed ``dataset`` is read beside it;
-        only then is the executor asked. False if it was not finished so (no lease: the job
-        id is not recorded yet, or not this action's; its job was handed to a follower; the
-        job has not ended): the caller reads the action and checks it as before."""
+        finished without reading the action first (``finish_notified_alone``); ends
+        notified while others are being finished are finished together, next
+        (``shared.lifecycle.finishing``). False if it was not finished so: the caller
+        reads the action and checks it as before."""
+        result = await self.notified_ends(Notified(action_id, job_id, dataset, succeeded))
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    async def finish_notified_alone(
+        self, action_id: str, job_id: str, dataset: str | None, succeeded: bool
+    ) -> bool:  # fmt: skip
+        """``finish_notified`` for one end: the finish lease, guarded by the job id the
+        notification names, reads the action, and the signed ``dataset`` is read beside
+        it; only then is the executor asked. False if it was not finished so (no lease:
+        the job id is not recorded yet, or not this action's; its job was handed to a
+        follower; the job has not ended)."""
         claimed = ActionDoc(_id=action_id, job_id=job_id, managed=dataset is not None, hash=dataset)
         leased, token, current = await self.lease(claimed, succeeded)
         if leased is None:
@@ -204,7 +239,34 @@ class Outcomes:
     ) -> ActionDoc | None:
         """Commit the output, record the dataset, ready the children, then FINISHED: the
         move's document back, or None if the action was left as it was (to finish later).
-        ``dataset``: its dataset as just read, if it was (else it is read here)."""
+        ``dataset``: its dataset as just read, if it was (else it is read here). The same
+        steps, for many successes at once: ``shared.lifecycle.finishing``."""
+        committed = await self.commit_output(action, status, dataset)
+        if not isinstance(committed, Committed):
+            return committed
+        recorded = None
+        if action.get("managed"):
+            try:
+                recorded = await self.record_dataset(committed)
+            except ds.Deferred:
+                log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
+                return None
+        await self.before_finished(committed)
+        # What it read is free then (record_output struck it from producers).
+        await ds.release(self.store, {h: {action["_id"]} for h in action.get("claims", [])}, set(), self.by, "finished")
+        done = await self.mover.action(
+            action["_id"], A.FINISHED, by=self.by, sources=[A.SUBMITTED, A.RUNNING], **self.finished_move(committed)
+        )
+        if done is not None:
+            await self.after_finished(committed, done, recorded)
+        return done
+
+    async def commit_output(
+        self, action: ActionDoc, status: JobStatus, dataset: dict[str, Any] | None = None
+    ) -> Committed | ActionDoc | None:
+        """A success's first step: commit its attempt's output, and check it. What comes
+        back: the output ``Committed``, or, if it was not (the action left as it was: None;
+        or ended otherwise, the output missing or refused), the action's move."""
         final, attempt = action["output_path"], action["attempt_path"]
         current = None
         if action.get("managed"):
@@ -238,44 +300,44 @@ class Outcomes:
         # A managed dataset's checksum is taken whatever PINGO_VERIFY_REUSE says: it is what
         # a later check at the checksum level compares against. An unmanaged output is never reused.
         found = await self.storage.integrity(final, checksum=bool(action.get("managed")))
-        size = found.size if found else None
         differs = nondeterminism(current, found.checksum if found else None)
         started = status.started_at or action.get("submitted_at") or time.time()
         seconds = max(0.0, (status.ended_at or time.time()) - started)
-        recorded = None
-        if action.get("managed"):
-            try:
-                recorded = await self.record_dataset(action, current, found, seconds, changed, differs)
-            except ds.Deferred:
-                log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
-                return None
-        if changed and action.get("children"):  # before they may start: their outputs are tainted too
-            await acts.note_input_changed(self.store, action["children"], changed)
-        # Its children first: their input is stored, and readying them is what a chain's hop
-        # waits for. What it read is free then (record_output struck it from producers).
-        await self.ready_children(action, size=size)
-        await ds.release(self.store, {h: {action["_id"]} for h in action.get("claims", [])}, set(), self.by, "finished")
-        done = await self.mover.action(
-            action["_id"], A.FINISHED, by=self.by, sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
-            push={"attempt_log": acts.attempt_entry(action, attempts.SUCCEEDED, None, **ran(status))},
-            set={
+        return Committed(action, status, current, found, changed, differs, seconds)
+
+    async def before_finished(self, c: Committed) -> None:
+        """A committed success's children learn of it (their input is stored), before its
+        FINISHED move: readying them is what a chain's hop waits for."""
+        action = c.action
+        if c.changed and action.get("children"):  # before they may start: their outputs are tainted too
+            await acts.note_input_changed(self.store, action["children"], c.changed)
+        await self.ready_children(action, size=c.size)
+
+    def finished_move(self, c: Committed) -> dict[str, Any]:
+        """The guard and fields of a committed success's FINISHED move (``Mover.action``'s)."""
+        action, status = c.action, c.status
+        return {
+            "where": {"job_id": action["job_id"]},
+            "push": {"attempt_log": acts.attempt_entry(action, attempts.SUCCEEDED, None, **ran(status))},
+            "set": {
                 "error": None,  # an earlier attempt's, if it was retried
                 "finished_at": time.time(),
-                "size": size,
-                "seconds": seconds,
+                "size": c.size,
+                "seconds": c.seconds,
                 "ended_at": status.ended_at,
                 "started_at": status.started_at or action.get("started_at"),
-                "input_changed": changed or None,
-                **({"nondeterministic": differs} if differs is not None else {}),
+                "input_changed": c.changed or None,
+                **({"nondeterministic": c.differs} if c.differs is not None else {}),
             },
-        )  # fmt: skip
-        if done is not None:
-            # Children re-planning added while it committed (the list is final now), then followers:
-            # as at an end, one indexed query finds them, and most actions have none to resolve.
-            await self.ready_children(done, skip=action.get("children"))
-            if may_be_followed(done, recorded) and (followers := await acts.following(self.store, done["_id"])):
-                await self.following.resolve(done, followers)
-        return done
+        }
+
+    async def after_finished(self, c: Committed, done: ActionDoc, recorded: dict[str, Any] | None) -> None:
+        """After a success's FINISHED move (``done``): the children re-planning added while
+        it committed (the list is final now), then its followers. As at an end, one indexed
+        query finds them, and most actions have none to resolve."""
+        await self.ready_children(done, skip=c.action.get("children"))
+        if may_be_followed(done, recorded) and (followers := await acts.following(self.store, done["_id"])):
+            await self.following.resolve(done, followers)
 
     async def inputs_changed(self, action: ActionDoc) -> list[str]:
         """The inputs (its own, and its parents' as they noted them) that changed while
@@ -291,28 +353,36 @@ class Outcomes:
             log.warning("%s: made from input(s) that changed while it ran: %s", action["_id"], changed)
         return changed
 
-    async def record_dataset(
-        self, action: ActionDoc, current: dict[str, Any] | None, found: Integrity | None, seconds: float,
-        changed: list[str], differs: dict[str, Any] | None,
-    ) -> dict[str, Any] | None:  # fmt: skip
-        """Record a managed ``action``'s committed output (``found``: what the storage saw
-        of it) in its dataset, count its real size, and flag a lineage whose output
-        ``differs``; the dataset as recorded. Raises ``ds.Deferred`` while it is being deleted."""
+    async def record_dataset(self, c: Committed) -> dict[str, Any] | None:
+        """Record a managed action's committed output in its dataset, count its real size,
+        and flag a lineage whose output differs; the dataset as recorded. Raises
+        ``ds.Deferred`` while it is being deleted."""
+        recorded = await (await self.output_of(c)).record(self.store, self.by)
+        await self.recorded(c)
+        return recorded
+
+    async def output_of(self, c: Committed) -> ds.Output:
+        """What a managed action's commit records in its dataset (``found``: what the
+        storage saw of its output)."""
+        action, found = c.action, c.found
         # Byte-identical to an earlier lineage's output: its children may be cut off early.
         twin = None
-        if not changed and found is not None and action.get("miss"):  # an earlier lineage
+        if not c.changed and found is not None and action.get("miss"):  # an earlier lineage
             twin = await cutoff.twin_of(self.store, action, found.checksum)
-        recorded = await ds.record_output(
-            self.store, action["hash"], action["_id"], found.size if found else None, seconds,
-            bool(action.get("leaf")), self.by, files=found.files if found else None,
-            checksum=found.checksum if found else None, owner=action.get("owner"),
-            storage=self.storage.identity, seen=current, input_changed=changed or None, twin=twin,
+        return ds.Output(
+            action["hash"], action["_id"], c.size, c.seconds, bool(action.get("leaf")),
+            files=found.files if found else None, checksum=found.checksum if found else None,
+            owner=action.get("owner"), storage=self.storage.identity, seen=c.current, input_changed=c.changed or None,
+            twin=twin,
         )  # fmt: skip
-        await reserving.committed(self.store, action)  # its real size is counted now
-        if differs is not None:
-            log.warning("%s: its output differs from its lineage's last one (%s)", action["_id"], action["hash"])
-            await ds.flag_nondeterministic(self.store, action["hash"], differs)
-        return recorded
+
+    async def recorded(self, c: Committed) -> None:
+        """After a commit was recorded: its real size is counted now, and a lineage whose
+        output differs is flagged."""
+        await reserving.committed(self.store, c.action)
+        if c.differs is not None:
+            log.warning("%s: its output differs from its lineage's last one (%s)", c.action["_id"], c.action["hash"])
+            await ds.flag_nondeterministic(self.store, c.action["hash"], c.differs)
 
     async def fail_attempt(
         self, action: ActionDoc, reason: str, error: str, status: JobStatus | None, outcome: str = attempts.FAILED

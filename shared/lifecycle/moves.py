@@ -164,16 +164,17 @@ class Mover:
 
     async def actions_each(
         self, moves: list[tuple[str, Doc, Doc]], target: ActionState, *, source: ActionState, by: str | None = None,
-        note: str | None = None,
+        note: str | None = None, more: dict[str, dict[str, Doc]] | None = None,
     ) -> list[Doc]:  # fmt: skip
         """Move many actions from ``source`` to ``target``, each guarded by its own ``where``
-        and recording its own ``set`` (``moves``: id, where, set), in one write; then one
-        read of them by id tells which moved (tagged with a batch token), and the moved
-        ones have their effects. The moved documents come back, in ``moves``' order."""
+        and recording its own ``set`` (``moves``: id, where, set; ``more``: other update
+        operators by id, as ``transition_each`` takes them), in one write; then one read of
+        them by id tells which moved (tagged with a batch token), and the moved ones have
+        their effects. The moved documents come back, in ``moves``' order."""
         batch = uuid.uuid4().hex
         n = await transition_each(
             self.store.actions, ACTION_TRANSITIONS, moves, target, by=by or self.producer, source=source,
-            token=batch, note=note,
+            token=batch, note=note, more=more,
         )  # fmt: skip
         if not n:
             return []

@@ -302,6 +302,28 @@ async def take_finish_lease(store: Store, action: ActionDoc, token: str, now: fl
     )  # fmt: skip
 
 
+async def take_finish_leases(
+    store: Store, claims: list[tuple[str, str, str]], now: float, lease: float
+) -> list[ActionDoc | None]:
+    """``take_finish_lease`` for many jobs that ended together (``claims``: action id, job
+    id, token), in one guarded write and one read by ``_id``: each action as it is now
+    where its lease was taken with its token, else None (docs/performance.md, "Work in
+    groups"). An action named twice (a repeated notification) is leased to one of its claims."""
+    ops = [
+        UpdateOne(
+            {"_id": aid, "state": {"$in": [str(A.SUBMITTED), str(A.RUNNING)]}, "job_id": job_id,
+             "finish_lease_at": {"$lt": now - lease}},
+            {"$set": {"finish_lease_at": now, "finish_lease_by": token}},
+        )
+        for aid, job_id, token in claims
+    ]  # fmt: skip
+    if not ops or not (await store.actions.bulk_write(ops, ordered=False)).modified_count:
+        return [None] * len(claims)
+    found = {d["_id"]: d for d in await get_many(store, list(dict.fromkeys(c[0] for c in claims)), {"history": 0})}
+    return [d if (d := found.get(aid)) is not None and d.get("finish_lease_by") == token else None
+            for aid, _, token in claims]  # fmt: skip
+
+
 async def drop_finish_lease(store: Store, action_id: str, token: str) -> None:
     await store.actions.update_one({"_id": action_id, "finish_lease_by": token}, {"$set": {"finish_lease_at": 0.0}})
 

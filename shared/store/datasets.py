@@ -9,6 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pymongo import ReturnDocument
@@ -22,11 +26,13 @@ from shared.states import (
     DATASET_REUSABLE,
     DATASET_TRANSITIONS,
     DatasetState,
+    IllegalTransition,
+    check,
 )
 from shared.store.client import INSERT_CHUNK, Store
 from shared.store.paging import page_after
 from shared.store.records import DatasetRecord
-from shared.store.transitions import decode, history_entry, transition, transition_many
+from shared.store.transitions import decode, history_entry, transition, transition_each, transition_many
 
 log = logging.getLogger(__name__)
 D = DatasetState
@@ -454,11 +460,8 @@ async def record_output(
     if state in DATASET_BEING_DELETED:
         raise Deferred(h)
     counted = producer in doc.get("producers", [])
-    committed = {
-        "size": size, "files": files, "checksum": checksum, "committed_at": time.time(), "produced_by": producer,
-        "owner": owner, "storage": storage, "input_changed": input_changed,
-        "twin": twin,  # an earlier lineage's byte-identical output (docs/planning.md, "Early cutoff")
-    }  # fmt: skip
+    committed = _committed(Output(h, producer, size, seconds, leaf, files, checksum, owner, storage, None,
+                                  input_changed, twin))  # fmt: skip
     update: dict[str, Any] = {
         "set": committed,
         "unset": ["withdrawn"],  # what lies at the path now is this commit's, not the withdrawn one
@@ -485,6 +488,108 @@ async def record_output(
             input_changed=input_changed, twin=twin,
         )  # fmt: skip
     return await get(store, h)
+
+
+@dataclass(frozen=True)
+class Output:
+    """One producer's committed output, as ``record_output`` records it (its arguments)."""
+
+    h: str
+    producer: str
+    size: int | None
+    seconds: float
+    leaf: bool
+    files: int | None = None
+    checksum: str | None = None
+    owner: str | None = None
+    storage: str | None = None
+    seen: dict[str, Any] | None = None
+    input_changed: list | None = None
+    twin: dict[str, Any] | None = None
+
+    def record(self, store: Store, by: str) -> Awaitable[dict[str, Any] | None]:
+        return record_output(
+            store, self.h, self.producer, self.size, self.seconds, self.leaf, by, files=self.files,
+            checksum=self.checksum, owner=self.owner, storage=self.storage, seen=self.seen,
+            input_changed=self.input_changed, twin=self.twin,
+        )  # fmt: skip
+
+
+async def record_outputs(store: Store, outputs: list[Output], by: str) -> list[dict[str, Any] | Deferred | None]:
+    """``record_output`` for the outputs of many producers that succeeded together, each
+    as it would be recorded alone (the dataset as recorded, None, or ``Deferred``): the
+    datasets seen in one state and moving to one state are moved in one write, each
+    guarded by the state it was seen in (docs/performance.md, "Work in groups"). A write
+    that moves them all needs no read: each is what it was seen as, with the commit;
+    the note of a follower unlisted (what the producer's success reads back) is part of
+    the guard. One not moved so (it changed since it was seen) is recorded alone, as is
+    one that cannot be moved so (seen being deleted or marked, not seen, or twice)."""
+    results: list[dict[str, Any] | Deferred | None] = [None] * len(outputs)
+    alone: list[int] = []  # recorded alone, from what was seen
+    again: list[int] = []  # not moved with their group: recorded alone, read again
+    groups: dict[tuple[str, str], list[int]] = {}
+    hashes = Counter(o.h for o in outputs)
+    for i, o in enumerate(outputs):
+        state = (o.seen or {}).get("state")
+        target = _target(state, o.leaf) if state else None
+        if len(outputs) == 1 or state is None or target is None or hashes[o.h] > 1:
+            alone.append(i)
+        else:
+            groups.setdefault((state, target), []).append(i)
+    token = uuid.uuid4().hex
+    for (state, target), idx in groups.items():
+        moves, more = [], {}
+        for i in idx:
+            o, seen = outputs[i], outputs[i].seen or {}
+            # As the commit reads the note back: it must not appear unseen between the read and the write.
+            moves.append((o.h, {} if seen.get("unlisted_followers") else {"unlisted_followers": {"$ne": True}},
+                          _committed(o)))  # fmt: skip
+            more[o.h] = {"$unset": {"withdrawn": ""}, "$pull": {"producers": {"$in": [o.producer]}}}
+            if o.producer in seen.get("producers", []):
+                more[o.h]["$inc"] = {"compute_seconds_total": o.seconds, "compute_count": 1}
+        n = await transition_each(
+            store.datasets, DATASET_TRANSITIONS, moves, target, by=by, source=state, token=token, more=more
+        )
+        if n == len(idx):
+            moved = {outputs[i].h for i in idx}
+        else:
+            docs = await get_many(store, [outputs[i].h for i in idx], {"move_batch": 1})
+            moved = {h for h, d in docs.items() if d.get("move_batch") == token}
+        for i in idx:
+            o = outputs[i]
+            if o.h not in moved:
+                again.append(i)
+                continue
+            producers = [p for p in (o.seen or {}).get("producers", []) if p != o.producer]
+            results[i] = {**(o.seen or {}), **_committed(o), "state": target, "producers": producers}
+    for i in sorted(alone + again):
+        try:
+            results[i] = await (replace(outputs[i], seen=None) if i in again else outputs[i]).record(store, by)
+        except Deferred as exc:
+            results[i] = exc
+    return results
+
+
+def _target(state: str, leaf: bool) -> str | None:
+    """Where ``record_output`` moves a dataset seen in ``state`` (None: it is not moved by
+    a transition there, or not at all)."""
+    if state in DATASET_BEING_DELETED or state == D.STORED_TO_DELETE:
+        return None
+    target = D.LEAF if (leaf or state in (D.LEAF, D.TO_LEAF)) else D.STORED
+    try:
+        check(DATASET_TRANSITIONS, state, target)
+    except IllegalTransition:
+        return None
+    return str(target)
+
+
+def _committed(o: Output) -> dict[str, Any]:
+    """What a commit records in its dataset."""
+    return {
+        "size": o.size, "files": o.files, "checksum": o.checksum, "committed_at": time.time(),
+        "produced_by": o.producer, "owner": o.owner, "storage": o.storage, "input_changed": o.input_changed,
+        "twin": o.twin,  # an earlier lineage's byte-identical output (docs/planning.md, "Early cutoff")
+    }  # fmt: skip
 
 
 async def flag_nondeterministic(store: Store, h: str, record: dict[str, Any]) -> None:

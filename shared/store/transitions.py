@@ -133,11 +133,14 @@ async def transition_each(
     source: str,
     token: str,
     note: str | None = None,
+    more: dict[Any, dict[str, dict[str, Any]]] | None = None,
 ) -> int:
     """Many ``transition``s from one ``source`` state, each with its own guard and fields
     (``moves``: ``_id``, ``where``, ``set``), in one write: every document's move is atomic
     and guarded as ``transition``'s is. Each moved document is tagged with ``token``
-    (``move_batch``), by which the caller learns which moved; the count comes back."""
+    (``move_batch``), by which the caller learns which moved; the count comes back.
+    ``more``: a document's other update operators (``$push``, ``$pull``, ``$inc``,
+    ``$unset``), by ``_id``, beside the state's."""
     if not moves:
         return 0
     check(table, source, target)
@@ -145,16 +148,20 @@ async def transition_each(
     entry: dict[str, Any] = {"state": str(target), "at": now, "by": by}
     if note:
         entry["note"] = note
+
+    def update(doc_id: Any, fields: dict[str, Any]) -> dict[str, Any]:
+        ops: dict[str, dict[str, Any]] = {
+            "$set": {"state": str(target), "updated_at": now, **fields, "move_batch": token},
+            "$push": {"history": entry},
+        }
+        for op, values in ((more or {}).get(doc_id) or {}).items():
+            ops[op] = {**ops.get(op, {}), **values}
+        return ops
+
     ops = [
-        UpdateOne(
-            # The state as ``transition`` names it: nx-27017 answers a ``$ne`` on a field a
-            # document lacks (``kill_requested``) only beside an ``$in``, not an equality.
-            {"_id": doc_id, "state": {"$in": [str(source)]}, **where},
-            {
-                "$set": {"state": str(target), "updated_at": now, **fields, "move_batch": token},
-                "$push": {"history": entry},
-            },
-        )
+        # The state as ``transition`` names it: nx-27017 answers a ``$ne`` on a field a
+        # document lacks (``kill_requested``) only beside an ``$in``, not an equality.
+        UpdateOne({"_id": doc_id, "state": {"$in": [str(source)]}, **where}, update(doc_id, fields))
         for doc_id, where, fields in moves
     ]
     moved = (await coll.bulk_write(ops, ordered=False)).modified_count
