@@ -1,7 +1,8 @@
 """Work done in groups when many actions move at once (a submission readies hundreds;
 docs/performance.md, "Work in groups"): their claims in one guarded write
 (``Mover.actions_each``), the effects of their ends together (``Mover.grouped``), the
-poller's claims of due polls in one write (``acts.claim_polls``). Each move and claim is
+poller's claims of due polls in one write (``acts.claim_polls``), the ends notified
+together (``shared.lifecycle.finishing``). Each move and claim is
 still guarded and made once, each end announced once and counted once, and the
 workflow ends once, after the last."""
 
@@ -10,18 +11,21 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 
 import pytest
 
 from shared.bus.memory import MemoryBus
 from shared.events import EventType
+from shared.executors.base import JobState
 from shared.lifecycle.moves import Mover
 from shared.states import ActionState
 from shared.store import actions as acts
+from shared.store import datasets as ds
 from shared.store import stats
 from shared.store.client import Store, connect
 from shared.store.transitions import decode
+from tests.support.net import free_port
 from tests.support.system import Api
 from tests.support.workflows import shell_action
 
@@ -133,3 +137,64 @@ async def test_two_pollers_claiming_the_same_due_polls_share_them(store: Store) 
     assert not mine & theirs and mine | theirs == {a["_id"] for a in due}
     # Taken once: the same polls claimed again find them taken.
     assert await acts.claim_polls(store, polls(), "late") == set()
+
+
+async def test_a_group_of_commits_records_each_once_and_rereads_one_changed_since_it_was_read(store: Store) -> None:
+    now = time.time()
+    docs = [ds.new_document(f"h{i}", {"i": i}, f"/out/{i}", f"p{i}", False, "test", [], now) for i in range(4)]
+    await store.datasets.insert_many(docs)
+    seen = {d["_id"]: await ds.get(store, d["_id"]) for d in docs}
+    # Since they were read: a follower registered while h1's producer was planned noted
+    # itself (what the success reads back), and h2 was taken as a leaf.
+    await ds.note_unlisted_follower(store, "h1")
+    await store.datasets.update_one({"_id": "h2"}, {"$set": {"state": "TO_LEAF"}})
+    outputs = [ds.Output(f"h{i}", f"p{i}", 10 + i, 1.5, False, checksum=f"c{i}", seen=seen[f"h{i}"]) for i in range(4)]
+
+    recorded = await ds.record_outputs(store, outputs, "test")
+    assert [r["state"] for r in recorded] == ["STORED", "STORED", "LEAF", "STORED"]
+    assert [bool(r.get("unlisted_followers")) for r in recorded] == [False, True, False, False]
+    for i in range(4):
+        d = await ds.get(store, f"h{i}")
+        assert (d["size"], d["checksum"], d["producers"], d["compute_count"]) == (10 + i, f"c{i}", [], 1)
+        assert [h["state"] for h in d["history"]].count(d["state"]) == 1
+    # Recorded again (a repeated success), nothing is counted twice: no producer is left to strike off.
+    await ds.record_outputs(store, outputs, "test")
+    assert [(await ds.get(store, f"h{i}"))["compute_count"] for i in range(4)] == [1, 1, 1, 1]
+
+
+@pytest.mark.settings(poll_interval=30.0, poll_max_interval=60.0, callback_base_url=f"http://127.0.0.1:{free_port()}")
+async def test_ends_notified_together_finish_each_action_once_repeated_or_stale(system: Api) -> None:
+    # The jobs' own notifications go nowhere and the poller is too slow to matter: the
+    # notifications below, at once, are all there is (docs/performance.md, "Work in groups").
+    n = 6
+    plan = await system.submit({"name": "ends-together", "actions": [shell_action(i, f"et-{i}") for i in range(n)]})
+    ids = [a["id"] for a in plan["actions"]]
+    outcomes = system.ctx.outcomes("test")
+    jobs: dict[str, dict] = {}
+    deadline = time.monotonic() + 60
+    while len(jobs) < n and time.monotonic() < deadline:
+        for a in [d async for d in system.db.actions.find({"workflow_id": plan["id"], "job_id": {"$exists": True}})]:
+            if (await system.ctx.executor.status(a["job_id"])).state == JobState.SUCCEEDED:
+                jobs[a["_id"]] = a
+        await asyncio.sleep(0.1)
+    assert len(jobs) == n
+
+    def notified(aid: str, job_id: str | None = None) -> Awaitable[bool]:
+        return outcomes.finish_notified(aid, job_id or jobs[aid]["job_id"], jobs[aid]["hash"], True)
+
+    # Each end twice (a repeated notification), and one naming a job that is not its action's.
+    calls = [notified(aid) for aid in ids] + [notified(aid) for aid in reversed(ids)] + [notified(ids[0], "stale")]
+    results = await asyncio.gather(*calls)
+    assert results[-1] is False
+    assert [results[i] + results[2 * n - 1 - i] for i in range(n)] == [1] * n  # each finished by one call
+
+    wf = await system.wait(plan["id"], timeout=30)
+    assert wf["state"] == "SUCCEEDED"
+    async for doc in system.db.actions.find({"workflow_id": plan["id"]}):
+        doc = decode(doc)
+        assert [h["state"] for h in doc["history"]].count("FINISHED") == 1
+        assert [e["outcome"] for e in doc["attempt_log"]] == ["succeeded"]
+    datasets = [decode(d) async for d in system.db.datasets.find({"_id": {"$in": [jobs[a]["hash"] for a in ids]}})]
+    assert [(d["state"], d["producers"], d["compute_count"]) for d in datasets] == [("LEAF", [], 1)] * n
+    # They were recorded together (what tags a group's write), not one by one.
+    assert sum(1 for d in datasets if d.get("move_batch")) >= n - 1
