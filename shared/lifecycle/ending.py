@@ -28,7 +28,7 @@ from shared.executors.base import Executor, JobState, JobStatus
 from shared.group_commit import GroupCommit
 from shared.inputs import changed_since
 from shared.lifecycle import attempts, cutoff, reserving
-from shared.lifecycle.finishing import Notified, finish_together
+from shared.lifecycle.finishing import Lease, conclude_together, lease_together, reads_dataset
 from shared.lifecycle.following import Following
 from shared.lifecycle.moves import Mover
 from shared.lifecycle.replanning import Replanner, Replans
@@ -120,15 +120,18 @@ class Outcomes:
     # Re-planning, as following's takeover and the start of an attempt need it.
     replanner: Replans = field(init=False)
     following: Following = field(init=False)
-    # The signed notifications of jobs that end together (docs/performance.md, "Work in groups").
-    notified_ends: GroupCommit[Notified, bool | BaseException] = field(init=False, repr=False)
+    # The ends of jobs that end together, taken and recorded in groups (docs/performance.md,
+    # "Work in groups"): their finish leases, and the store work of their successes.
+    leases: GroupCommit[tuple[ActionDoc, bool], Lease] = field(init=False, repr=False)
+    concluding: GroupCommit[Committed, ActionDoc | BaseException | None] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         # Neither knows this class: re-planning is handed the two steps it calls back,
         # following the narrow ``Ends`` this class is.
         self.replanner = Replanner(self.store, self.storage, self.mover, self.by, self.ready, self.abandon)
         self.following = Following(self.store, self.mover, self.by, self, self.replanner, self.takeover_retries)
-        self.notified_ends = GroupCommit(lambda ends: finish_together(self, ends))
+        self.leases = GroupCommit(lambda asked: lease_together(self, asked))
+        self.concluding = GroupCommit(lambda group: conclude_together(self, group))
 
     async def notified(self, action_id: str) -> ActionDoc | None:
         """The action a job's notification names, as checking and confirming it needs it
@@ -158,36 +161,29 @@ class Outcomes:
             if leased is not None:
                 await self.finish(leased, status, token, dataset)
 
-    async def lease(self, action: ActionDoc, succeeded: bool) -> tuple[ActionDoc | None, str, dict[str, Any] | None]:
+    async def lease(self, action: ActionDoc, succeeded: bool) -> Lease:
         """The finish lease of ``action``'s job (``_id``, ``job_id``), its token, and, for a
         success of a managed action, its dataset as read beside the lease rather than after
-        it: a chain's hop waits for both (issue 10). The action None: not taken."""
+        it: a chain's hop waits for both (issue 10). The action None: not taken. Leases
+        asked while others are being taken are taken together (``lease_together``)."""
+        return await self.leases((action, succeeded))
+
+    async def lease_alone(self, action: ActionDoc, succeeded: bool) -> Lease:
+        """``lease`` for one end, in one write (and the dataset's read beside it)."""
         token = uuid.uuid4().hex
         lease = acts.take_finish_lease(self.store, action, token, time.time(), self.finish_lease)
-        if succeeded and action.get("managed") and action.get("hash"):
+        if reads_dataset(action, succeeded):
             leased, dataset = await asyncio.gather(lease, ds.get(self.store, action["hash"]))
             return leased, token, dataset
         return await lease, token, None
 
     async def finish_notified(self, action_id: str, job_id: str, dataset: str | None, succeeded: bool) -> bool:
         """The end of a job whose notification carried a valid token (``shared.callback_tokens``),
-        finished without reading the action first (``finish_notified_alone``); ends
-        notified while others are being finished are finished together, next
-        (``shared.lifecycle.finishing``). False if it was not finished so: the caller
-        reads the action and checks it as before."""
-        result = await self.notified_ends(Notified(action_id, job_id, dataset, succeeded))
-        if isinstance(result, BaseException):
-            raise result
-        return result
-
-    async def finish_notified_alone(
-        self, action_id: str, job_id: str, dataset: str | None, succeeded: bool
-    ) -> bool:  # fmt: skip
-        """``finish_notified`` for one end: the finish lease, guarded by the job id the
-        notification names, reads the action, and the signed ``dataset`` is read beside
-        it; only then is the executor asked. False if it was not finished so (no lease:
-        the job id is not recorded yet, or not this action's; its job was handed to a
-        follower; the job has not ended)."""
+        finished without reading the action first: the finish lease, guarded by the job id
+        the notification names, reads it, and the signed ``dataset`` is read beside it;
+        only then is the executor asked. False if it was not finished so (no lease: the job
+        id is not recorded yet, or not this action's; its job was handed to a follower; the
+        job has not ended): the caller reads the action and checks it as before."""
         claimed = ActionDoc(_id=action_id, job_id=job_id, managed=dataset is not None, hash=dataset)
         leased, token, current = await self.lease(claimed, succeeded)
         if leased is None:
@@ -244,6 +240,16 @@ class Outcomes:
         committed = await self.commit_output(action, status, dataset)
         if not isinstance(committed, Committed):
             return committed
+        # The store work of successes committed while others' is done is done together.
+        done = await self.concluding(committed)
+        if isinstance(done, BaseException):
+            raise done
+        return done
+
+    async def conclude_alone(self, committed: Committed) -> ActionDoc | None:
+        """A committed success's store work, alone: record its dataset, ready its children,
+        release what it read, then FINISHED (``conclude_together``: many at once)."""
+        action = committed.action
         recorded = None
         if action.get("managed"):
             try:

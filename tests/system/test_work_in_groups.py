@@ -182,9 +182,19 @@ async def test_ends_notified_together_finish_each_action_once_repeated_or_stale(
     def notified(aid: str, job_id: str | None = None) -> Awaitable[bool]:
         return outcomes.finish_notified(aid, job_id or jobs[aid]["job_id"], jobs[aid]["hash"], True)
 
-    # Each end twice (a repeated notification), and one naming a job that is not its action's.
+    # Each end twice (a repeated notification), and one naming a job that is not its action's,
+    # all arriving while another group's leases are taken, and the successes committed
+    # while another group's are recorded: each step makes one group of them all.
     calls = [notified(aid) for aid in ids] + [notified(aid) for aid in reversed(ids)] + [notified(ids[0], "stale")]
-    results = await asyncio.gather(*calls)
+    async with outcomes.leases.committing, outcomes.concluding.committing:
+        finishing = asyncio.gather(*calls)
+        while len(outcomes.leases.waiting) < len(calls):
+            await asyncio.sleep(0.01)
+        outcomes.leases.committing.release()
+        while len(outcomes.concluding.waiting) < n:
+            await asyncio.sleep(0.01)
+        await outcomes.leases.committing.acquire()  # as the block expects to leave it
+    results = await finishing
     assert results[-1] is False
     assert [results[i] + results[2 * n - 1 - i] for i in range(n)] == [1] * n  # each finished by one call
 
@@ -196,5 +206,6 @@ async def test_ends_notified_together_finish_each_action_once_repeated_or_stale(
         assert [e["outcome"] for e in doc["attempt_log"]] == ["succeeded"]
     datasets = [decode(d) async for d in system.db.datasets.find({"_id": {"$in": [jobs[a]["hash"] for a in ids]}})]
     assert [(d["state"], d["producers"], d["compute_count"]) for d in datasets] == [("LEAF", [], 1)] * n
-    # They were recorded together (what tags a group's write), not one by one.
-    assert sum(1 for d in datasets if d.get("move_batch")) >= n - 1
+    # They were recorded and moved together (what tags a group's write), not one by one.
+    assert len({d.get("move_batch") for d in datasets}) == 1 and datasets[0].get("move_batch")
+    assert len({a["move_batch"] async for a in system.db.actions.find({"workflow_id": plan["id"]})}) == 1
