@@ -104,6 +104,15 @@ class Executor(Protocol):
         Raises ``JobFenced`` (see ``fence``), ``JobRefused`` (final); any other failure is
         retried, up to ``PINGO_SUBMIT_RETRY_CEILING`` tries."""
 
+    def job_id(self, external_id: str) -> str | None:
+        """The id the job of ``external_id`` will have, known before it is submitted (the
+        local executor: its folder's name), so that the claim of an attempt records it and
+        no write follows the submit (docs/performance.md, "A chain's hop"); None when only
+        the submit tells it (Oozie: it makes the id). An executor that names its jobs so
+        also answers ``status`` UNKNOWN for a job not made yet, and ``kill`` of a job not
+        made yet fences it (see ``fence``): the poller and a kill rely on both."""
+        ...
+
     async def find(self, external_id: str) -> str | None: ...
 
     async def fence(self, external_id: str) -> str | None:

@@ -457,6 +457,9 @@ class LocalExecutor:
             proc.stdin.close()
         self._reap(proc)
 
+    def job_id(self, external_id: str) -> str | None:
+        return job_name(external_id)  # its folder's: known before the folder is made
+
     async def find(self, external_id: str) -> str | None:
         return await asyncio.to_thread(self._find, external_id)
 
@@ -520,10 +523,20 @@ class LocalExecutor:
         )
 
     async def kill(self, job_id: str) -> None:
-        """Ask the supervisor to stop the job; it watches for this file while the job waits or runs."""
-        job_dir = self.jobs_dir / job_id
-        if await asyncio.to_thread(job_dir.is_dir):
-            await asyncio.to_thread((job_dir / "kill").touch, 0o600)
+        """Ask the supervisor to stop the job; it watches for this file while the job waits
+        or runs. A job not made yet (its id was recorded with the claim, before its submit)
+        is fenced instead, so it never starts (``_fence``)."""
+        await asyncio.to_thread(self._kill, self.jobs_dir / job_id)
+
+    def _kill(self, job_dir: Path) -> None:
+        if not job_dir.is_dir():
+            try:
+                os.close(os.open(job_dir, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                return
+            except FileExistsError:
+                if not job_dir.is_dir():
+                    return  # fenced before
+        (job_dir / "kill").touch(0o600)
 
     async def logs(
         self, job_id: str, stream: LogStream, tail: int | None = None, follow: bool = False

@@ -224,6 +224,9 @@ class OozieExecutor:
             properties["oozie.use.system.libpath"] = "true"
         return await self.oozie.submit(properties, job.external_id, do_as=job.owner)
 
+    def job_id(self, external_id: str) -> str | None:
+        return None  # Oozie makes a job's id when it accepts the job
+
     async def find(self, external_id: str) -> str | None:
         return await self.oozie.find(external_id)
 

@@ -77,7 +77,10 @@ def _ready_action(d: Doc) -> dict[str, Any]:
     # nothing (None: not worked out, the claim reads the action; shared.lifecycle.reserving).
     # One that may be cut off early (its planning recorded it: misses.Miss.may_be_cut_off) says
     # None too: its claim reads it to look (shared.lifecycle.cutoff),
-    # and so does one whose planning knew no size (a first run: its start works it out).
+    # and so does one whose planning knew no size (a first run: its start works it out),
+    # and one with a timeout, whose claim records its first check (starting.attempt_fields).
+    if d.get("timeout_seconds"):
+        return {**_action(d), "reserve_bytes": None}
     if not d.get("managed"):
         return {**_action(d), "reserve_bytes": 0}
     reserve = reserving.start_bytes(d)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shared import logs
-from shared.executors.base import Executor
+from shared.executors.base import Executor, JobState, JobStatus
 from shared.lifecycle import attempts
 from shared.lifecycle.moves import Mover
 from shared.metrics import POLL_LAG
@@ -37,6 +37,8 @@ class Ends(Protocol):
     """What polling needs of ending (``shared.lifecycle.ending.Outcomes``)."""
 
     async def check(self, action: ActionDoc) -> None: ...
+
+    async def apply(self, action: ActionDoc, status: JobStatus) -> None: ...
 
     async def stop_if_killed(self, action: ActionDoc | None, job_id: str) -> None: ...
 
@@ -88,11 +90,7 @@ class Poller:
             POLL_LAG.observe(max(0.0, now - a["next_poll_at"]))
             with logs.about(a.get("workflow_id"), a["_id"]):
                 try:
-                    if not a.get("job_id"):
-                        await self.recover_unrecorded(a)
-                    else:
-                        await self.ends.stop_if_killed(a, a["job_id"])
-                        await self.ends.check(a)
+                    await self.poll_one(a)
                 except Exception:
                     log.exception("polling %s failed; will retry", a["_id"])
         return len(due) >= BATCH
@@ -127,20 +125,47 @@ class Poller:
                     except Exception:
                         log.exception("checking %s for its timeout failed; will retry", a["_id"])
 
+    async def poll_one(self, action: ActionDoc) -> None:
+        """One claimed poll: the action's job asked about and its answer acted on."""
+        job_id = action.get("job_id")
+        if not job_id:
+            await self.recover_unrecorded(action)
+            return
+        await self.ends.stop_if_killed(action, job_id)
+        if action["state"] != A.SUBMITTED or action.get("job_handed_to") or not self.named(action):
+            await self.ends.check(action)
+            return
+        # Named with the claim (``Executor.job_id``): no job by that id may mean none made yet.
+        status = await self.executor.status(job_id)
+        if status.state == JobState.UNKNOWN:
+            await self.recover_unrecorded(action)
+        else:
+            await self.ends.apply(action, status)
+
+    def named(self, action: ActionDoc) -> bool:
+        """Whether the action's job id was named with its claim, before its job was made."""
+        return self.executor.job_id(action["external_id"]) == action["job_id"]
+
     async def recover_unrecorded(self, action: ActionDoc) -> None:
-        """SUBMITTED with no job id: its submitter died between submitting and recording.
-        Or it is only slow (a loaded machine): the external id is fenced before the
-        attempt is taken back, so its job cannot start after the next attempt's does: two
-        live attempts would compute the dataset twice (docs/state-machines.md, "Action")."""
-        if time.time() - float(action.get("submitted_at", 0)) < self.stale_after:
+        """SUBMITTED with no job: its submitter died between its claim and the job (the
+        job id None, or named with the claim and no job has it), or between submitting
+        and recording. Or it is only slow (a loaded machine): the external id is fenced
+        before the attempt is taken back, so its job cannot start after the next attempt's
+        does: two live attempts would compute the dataset twice (docs/state-machines.md,
+        "Action"). One whose workflow is being killed is fenced at once: its job must not
+        start anyway (a kill fences a named job not made yet: ``Executor.job_id``)."""
+        named = action.get("job_id")
+        young = time.time() - float(action.get("submitted_at", 0)) < self.stale_after
+        if young and not (named and action.get("kill_requested")):
             return
         job_id = await self.executor.fence(action["external_id"])
         if job_id is not None:
-            await acts.record_job(
-                self.store, action["_id"], action["external_id"], job_id, action.get("timeout_seconds")
-            )
-            return
-        no_job = {"external_id": action["external_id"], "job_id": None}
+            if not named:
+                await acts.record_job(
+                    self.store, action["_id"], action["external_id"], job_id, action.get("timeout_seconds")
+                )
+            return  # made just now: the next poll asks about it
+        no_job = {"external_id": action["external_id"], "job_id": named}
         if action.get("kill_requested"):
             # Its workflow is being killed: no new attempt, it ends KILLED.
             await self.ends.end(action, A.KILLED, "killed", sources=[A.SUBMITTED], where=no_job, by=self.by)

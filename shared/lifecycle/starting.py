@@ -98,7 +98,7 @@ class Starter:
             # stale one is undone with the lost claim.
             action = ActionDoc(_id=action_id, managed=True, reserve_bytes=reserve_bytes)
         else:
-            fields = {**reserving.FIELDS, "state": 1, "attempt": 1, "cutoff_candidate": 1}
+            fields = {**reserving.FIELDS, "state": 1, "attempt": 1, "cutoff_candidate": 1, "timeout_seconds": 1}
             action = await acts.get(self.store, action_id, fields)
             if action is None or action["state"] != A.READY or int(action.get("attempt") or 0) != attempt:
                 return None  # an event about an earlier READY
@@ -108,7 +108,7 @@ class Starter:
         if room is None:
             return None
         now = time.time()
-        fields = self.attempt_fields(action_id, output_path, attempt + 1, now)
+        fields = self.attempt_fields(action_id, output_path, attempt + 1, now, action.get("timeout_seconds"))
         res = await self.mover.action(
             action_id, A.SUBMITTED, by=self.owner, sources=[A.READY],
             where={"attempt": attempt, "kill_requested": {"$ne": True}},
@@ -194,21 +194,31 @@ class Starter:
             return {"reservation": None, "held": None}
         return await reserving.reserve(self.store, action, self.settings.capacity_bytes)
 
-    def attempt_fields(self, action_id: str, output_path: str, attempt: int, now: float) -> dict[str, Any]:
-        """What the move to SUBMITTED records of the attempt it starts (its timeout clock is
-        set with its job id: ``acts.record_job``)."""
+    def attempt_fields(
+        self, action_id: str, output_path: str, attempt: int, now: float, timeout_seconds: float | None = None
+    ) -> dict[str, Any]:
+        """What the move to SUBMITTED records of the attempt it starts. An executor that
+        names its jobs in advance (``Executor.job_id``) has the job id and the first check
+        of its timeout recorded here, so nothing is written after the submit (the hop's
+        ``record_job``; docs/performance.md, "A chain's hop"); another's are recorded with
+        its job (``acts.record_job``). ``timeout_seconds``: the action's, if any (a claim
+        that reads nothing knows it has none: ``effects._ready_action``)."""
+        external_id = f"{action_id}#{attempt}"
+        job_id = self.executor.job_id(external_id)
         return {
             "attempt": attempt,
-            "external_id": f"{action_id}#{attempt}",
+            "external_id": external_id,
             "attempt_path": self.storage.attempt_path(output_path, action_id, attempt),
             "submitted_at": now,
             "next_poll_at": now + self.settings.poll_interval,
             "poll_count": 0,
-            "job_id": None,
+            "job_id": job_id,
             "finish_lease_at": 0.0,
             "executor": self.executor.name,
             "started_at": None,  # an earlier attempt's
-            "timeout_at": None,  # an earlier attempt's; set again with the job id
+            # An earlier attempt's is cleared; the first check of this one's (pushed back to
+            # the job's real start once it runs: ``Outcomes.enforce_timeout``).
+            "timeout_at": acts.first_timeout_check(now, timeout_seconds) if job_id else None,
         }
 
     async def prune_jobs(self) -> bool:
@@ -304,8 +314,9 @@ class Starter:
         ):
             return None
         fields = self.attempt_fields(
-            action["_id"], action["output_path"], int(action.get("attempt", 0)) + 1, time.time()
-        )
+            action["_id"], action["output_path"], int(action.get("attempt", 0)) + 1, time.time(),
+            action.get("timeout_seconds"),
+        )  # fmt: skip
         res = await self.mover.action(
             action["_id"], A.SUBMITTED, by=self.owner, sources=[A.PROCESSING],
             # Its workflow is being killed: leave it to the kill, which ends it KILLED.
@@ -325,7 +336,9 @@ class Starter:
         to be submitted."""
         if action["state"] != A.SUBMITTED:
             return await self.start_attempt(action)
-        no_job = {"sources": [A.SUBMITTED], "where": {"external_id": action["external_id"], "job_id": None}}
+        # Its job not made yet: the attempt's job id is None, or the one named with the claim.
+        guard = {"external_id": action["external_id"], "job_id": action.get("job_id")}
+        no_job = {"sources": [A.SUBMITTED], "where": guard}
         if time.time() - float(action["lease_at"]) > self.settings.stale_after / 2:
             # Queued long enough that the poller may soon judge its submitter lost (it
             # takes back a SUBMITTED attempt with no job after PINGO_STALE_AFTER): is it still ours?
@@ -337,7 +350,8 @@ class Starter:
         return action
 
     async def submit(self, action: ActionDoc) -> None:
-        """Hand a claimed action's attempt to the executor and record its job."""
+        """Hand a claimed action's attempt to the executor, and record its job if the claim
+        could not (``attempt_fields``)."""
         res = await self.claimed_attempt(action)
         if res is None:
             return
@@ -361,6 +375,12 @@ class Starter:
         if self.settings.fault_crash_after_submit:
             log.critical("fault injection: exiting after submitting %s as %s, before recording it", external_id, job_id)
             os._exit(137)
+        if res.get("job_id") == job_id:
+            # Recorded with the claim. Killed while we were submitting, its job is stopped
+            # by the kill, which fences a job not made yet (``Executor.job_id``), and by the
+            # poller, which stops a flagged action's job on its next poll (due at once).
+            await self.mover.publish(EventType.ACTION_SUBMITTED, "action", res, job_id=job_id, attempt=attempt)
+            return
         done = await acts.record_job(self.store, res["_id"], external_id, job_id, res.get("timeout_seconds"))
         if done is not None:
             await self.mover.publish(EventType.ACTION_SUBMITTED, "action", res, job_id=job_id, attempt=attempt)

@@ -213,13 +213,20 @@ async def of_workflows(store: Store, workflow_ids: list[str], fields: dict[str, 
         yield a
 
 
+def first_timeout_check(now: float, timeout_seconds: float | None) -> float | None:
+    """When an attempt submitted ``now`` is first checked for its timeout (pushed back to
+    the job's real start once it runs, ``Outcomes.enforce_timeout``); None: it has none."""
+    return now + float(timeout_seconds) if timeout_seconds else None
+
+
 async def record_job(
     store: Store, action_id: str, external_id: str, job_id: str, timeout_seconds: float | None = None
 ) -> ActionDoc | None:
-    """The job id of a submitted attempt, and the first check of its timeout (``timeout_at``:
-    pushed back to the job's real start once it runs, ``Outcomes.enforce_timeout``); None
-    if the attempt is no longer SUBMITTED (killed)."""
-    timeout = {"timeout_at": time.time() + float(timeout_seconds)} if timeout_seconds else {}
+    """The job id of a submitted attempt whose executor makes it (Oozie; others name it
+    with the claim: ``Executor.job_id``), and the first check of its timeout; None if the
+    attempt is no longer SUBMITTED (killed)."""
+    at = first_timeout_check(time.time(), timeout_seconds)
+    timeout = {"timeout_at": at} if at is not None else {}
     return await store.actions.find_one_and_update(
         {"_id": action_id, "state": str(A.SUBMITTED), "external_id": external_id},
         {"$set": {"job_id": job_id, **timeout}},

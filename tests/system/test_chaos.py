@@ -89,10 +89,11 @@ class Chaos(Processes):
         return await self.db.actions.count_documents({"workflow_id": wf_id, "state": "FINISHED"})
 
     async def submitted_jobs(self) -> dict[str, int]:
-        """Actions whose job the executor has already accepted (a job id is recorded), with
-        the attempt that job belongs to."""
-        found = self.db.actions.find({"job_id": {"$nin": [None, ""]}}, {"_id": 1, "attempt": 1})
-        return {a["_id"]: a["attempt"] async for a in found}
+        """Actions whose job the executor has already accepted (a job id is recorded, and,
+        the local executor's being recorded with the claim, before its job is made: its
+        job folder exists), with the attempt that job belongs to."""
+        found = self.db.actions.find({"job_id": {"$nin": [None, ""]}}, {"_id": 1, "attempt": 1, "job_id": 1})
+        return {a["_id"]: a["attempt"] async for a in found if (self.settings.jobs_dir / a["job_id"]).is_dir()}
 
     async def ended(self, wf_id: str) -> bool:
         return await self.db.workflows.count_documents({"_id": wf_id, "state": {"$in": list(TERMINAL)}}) == 1

@@ -259,6 +259,52 @@ async def test_an_attempt_taken_back_from_a_submitter_slower_than_its_lease_neve
     assert runs(log, "slow-one") == 1
 
 
+async def test_a_submitter_lost_between_the_claim_and_its_job_gets_its_attempt_retried_and_run_once(
+    system: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local executor names a job before it makes it, so the claim records the job id
+    (docs/performance.md, "A chain's hop"): a submitter lost after its claim leaves an
+    attempt whose job id no job has. The poller takes it back ``PINGO_STALE_AFTER`` later,
+    the next attempt runs, and the lost submitter, if it ever comes back, starts nothing."""
+    executor = system.ctx.executor
+    submit = type(executor).submit
+    lost: dict[str, Any] = {}
+    back = asyncio.Event()
+
+    async def stuck(self: Any, job: Any) -> str:
+        if job.name != "lost-one" or lost:
+            return await submit(self, job)
+        doc = await acts.get(system.ctx.store, job.action_id, {"job_id": 1, "state": 1})
+        lost.update(external_id=job.external_id, recorded=doc, status=(await self.status(doc["job_id"])).state)
+        await back.wait()  # as good as dead until the test lets it go
+        try:
+            lost["job"] = await submit(self, job)
+        finally:
+            lost["done"] = True
+        return lost["job"]
+
+    monkeypatch.setattr(type(executor), "submit", stuck)
+    log = tmp_path / "exec.log"
+    wf = await system.run({"name": "lost", "actions": [logged(log, "lost-one")]})
+    assert wf["state"] == "SUCCEEDED"
+    # The claim recorded the job id, before any job had it.
+    assert lost["recorded"] == {
+        "_id": f"{wf['id']}.1",
+        "state": "SUBMITTED",
+        "job_id": executor.job_id(lost["external_id"]),
+    }
+    assert lost["status"] == "UNKNOWN"
+    assert [a["outcome"] for a in action(wf, 1)["attemptLog"]] == ["lost", "succeeded"]
+    back.set()
+    deadline = time.time() + 30
+    while not lost.get("done"):
+        assert time.time() < deadline, "the lost submitter never came back"
+        await asyncio.sleep(0.05)
+    assert "job" not in lost  # its submit was refused: the attempt taken back has no job
+    assert await executor.find(lost["external_id"]) is None
+    assert runs(log, "lost-one") == 1
+
+
 async def test_a_workflow_submitted_while_the_shared_action_runs_follows_it(system: Api, tmp_path: Path) -> None:
     log = tmp_path / "exec.log"
     first = await system.submit(sweep_member(log, "late", 0, root_seconds=2.0))

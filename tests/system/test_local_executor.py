@@ -307,6 +307,39 @@ async def test_a_fenced_external_id_never_gets_a_job_and_a_job_made_first_is_fou
     await executor.close()
 
 
+async def test_a_job_is_named_before_it_is_made_and_a_kill_before_then_fences_it(tmp_path: Path) -> None:
+    """``job_id``: the id a job will have, recorded with the attempt's claim before its
+    submit (docs/state-machines.md, "Action"). Until the job is made its status is
+    UNKNOWN, and a kill of it (its workflow killed meanwhile) fences it: the submit then
+    starts nothing. A kill of a job made first asks the job to stop, as ever."""
+    from shared.executors.base import JobFenced, JobState
+    from shared.executors.local import LocalExecutor
+
+    executor = LocalExecutor(tmp_path / "jobs")
+
+    def job(external_id: str) -> JobRequest:
+        return JobRequest(
+            action_id=external_id.split("#")[0], external_id=external_id, type=ActionType.SHELL, name="named",
+            action_folder=None, main_class=None, command=["python3", "-c", "open('ran', 'w')"], arguments=[],
+            configuration={}, notify_url="http://127.0.0.1:9/x",
+        )  # fmt: skip
+
+    named = executor.job_id("wf-n.1#1")
+    assert named is not None and (await executor.status(named)).state == JobState.UNKNOWN
+    await executor.kill(named)
+    await executor.kill(named)  # asked twice (the kill, then the poller): the same fence
+    with pytest.raises(JobFenced):
+        await executor.submit(job("wf-n.1#1"))
+    assert await executor.find("wf-n.1#1") is None
+    # Made first, then killed: the job is asked to stop, and its id is the one named.
+    made = tmp_path / "jobs" / executor.job_id("wf-n.2#1")
+    made.mkdir()
+    await executor.kill(made.name)
+    assert (made / "kill").exists()
+    assert await executor.submit(job("wf-n.2#1")) == made.name  # the same job
+    await executor.close()
+
+
 async def test_actions_whose_ids_look_alike_both_run(system: Api) -> None:
     """Local ids "a b" and "a_b" (and "x#1" and "x_1") used to map to one job folder: one
     command never ran and its action failed with "output does not exist"."""
