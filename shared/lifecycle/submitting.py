@@ -424,12 +424,6 @@ async def explained(
         return {}
 
 
-def changed(now: dict[str, Any], before: dict[str, Any]) -> bool:
-    """Whether ``now`` (a plan, the datasets known) holds other entries than ``before``, its
-    copy: an entry replaced counts (the planner replaces, never mutates, a decision)."""
-    return now.keys() != before.keys() or any(v is not before[k] for k, v in now.items())
-
-
 def new_workflow_id() -> str:
     return f"wf-{uuid.uuid4().hex[:12]}"
 
@@ -523,32 +517,19 @@ class Submitter:
         hashes = await asyncio.to_thread(workflow_hashes, spec, prints)
         definition = definition_document(wf_id, body, spec, hashes, now)
         told = spec.webhooks if spec.webhooks or self.settings.webhooks else None  # docs/webhooks.md
-        # What is stored of its datasets is read first (a read: no lease needed), so that a plan
-        # that claims nothing is made while the workflow is written (below).
-        known = await ds.get_many(store, list(hashes.values()))
-        if known:  # nothing known (a new lineage): nothing cut off early to stand in
-            known.update(await ds.get_many(store, stand_ins(known)))
-        gate = StoreGate(store, self.storage, self.mover, self.settings.verify_reuse, wf_id, known)
-        inserted = wfs.insert(
+        await wfs.insert(
             store, wfs.new_document(wf_id, spec.name, len(spec.actions), token, now, BY, owner, told), definition
         )
-        early = None
-        if known:  # a claim is a write of its planning: only once its workflow is written
-            await inserted
-        else:
-            # Nothing stored to claim: the plan asks nothing of the store, so Pingo makes it while
-            # the store writes the workflow and its definition (docs/performance.md, "A big workflow").
-            early = asyncio.ensure_future(plan(spec, hashes, gate, prints))
-            try:
-                await inserted
-            except BaseException:
-                early.cancel()
-                raise
         async with PlanningLease(store, self.settings.stale_after, wf_id, token) as lease:
             try:
+                known = await ds.get_many(store, list(hashes.values()))
+                if known:  # nothing known (a new lineage): nothing cut off early to stand in
+                    known.update(await ds.get_many(store, stand_ins(known)))
+                gate = StoreGate(store, self.storage, self.mover, self.settings.verify_reuse, wf_id, known)
                 # Claims asked at once only when there is something stored to claim: with nothing
                 # known, no decision waits on the store, and one by one costs no task per action.
-                planned = await (early or plan(spec, hashes, gate, prints, concurrency=PLANNING_CONCURRENCY))
+                concurrency = PLANNING_CONCURRENCY if known else 1
+                planned = await plan(spec, hashes, gate, prints, concurrency=concurrency)
                 for p in planned.values():  # a cut-off lineage reused: its action reads its twin
                     if p.reason == "stored" and p.hash in gate.twins:
                         p.hash = gate.twins[p.hash]
@@ -557,22 +538,14 @@ class Submitter:
                     for aid, p in planned.items()
                 }
                 # Why each computed action is computed (a few reads), read while the datasets are
-                # prepared: what prepare_datasets turns into a follower is left out below. And the
-                # action documents built meanwhile, in a worker thread, from the plan as it stands:
-                # Pingo's CPU beside the store's inserts (docs/performance.md, "A big workflow").
-                as_planned, as_known = dict(planned), dict(gate.known)
-                misses, _, docs = await asyncio.gather(
+                # prepared: what prepare_datasets turns into a follower is left out below.
+                misses, _ = await asyncio.gather(
                     explained(store, spec.name, owner, planned, hashes, now, wf_id),
                     prepare_datasets(gate, planned, output_of),
-                    asyncio.to_thread(
-                        action_documents, wf_id, spec, as_planned, paths, output_of, now, as_known, owner
-                    ),
                 )
-                if changed(planned, as_planned) or changed(gate.known, as_known):
-                    # A concurrent planner's computation is followed or reused instead: built again.
-                    docs = await asyncio.to_thread(
-                        action_documents, wf_id, spec, planned, paths, output_of, now, gate.known, owner
-                    )
+                docs = await asyncio.to_thread(
+                    action_documents, wf_id, spec, planned, paths, output_of, now, gate.known, owner
+                )
                 await reserving.planned(store, docs, gate.known)  # what each start reserves
                 for d in docs:
                     if d["decision"] == "compute" and (miss := misses.get(d["local_id"])) is not None:
