@@ -13,7 +13,9 @@ docs/api.md) and waits until the workflow is KILLED with every action KILLED (it
 Prints: the time to the 201; the time until every action is planned (the workflow has
 left PLANNING: its READY/WAITING actions are written in the same planning, before that
 move); the second client's latencies during planning (p50, p99, max); the time the kill
-took to answer and to reach KILLED.
+took to answer and to reach KILLED; and the CPU ``pingo dev`` and the store (nx-27017)
+spent until every action was planned and during the kill (/proc): on a machine shared
+with other work the wall times swing, the CPU much less.
 
     python benchmarks/big_workflow.py [--actions 10000] [--shape chain|independent] [--runs 1]
 """
@@ -27,8 +29,12 @@ import sys
 import threading
 import time
 import urllib.parse
+from pathlib import Path
 
 from devserver import call, dev_server
+from hop_profile import cpu_by_kind
+
+SERVICES, STORE = "services (pingo dev)", "store (nx-27017)"
 
 
 def workflow(name: str, n: int, tag: str, edges: bool) -> bytes:
@@ -53,9 +59,10 @@ class Watcher(threading.Thread):
     """The second user: lists the workflows and reads the other one, again and again, and
     notes when the big one (found by name in the list) leaves PLANNING."""
 
-    def __init__(self, base: str, other: str, name: str) -> None:
+    def __init__(self, base: str, other: str, name: str, data: Path) -> None:
         super().__init__(daemon=True)
-        self.base, self.other, self.name = base, other, name
+        self.base, self.other, self.name, self.data = base, other, name, data
+        self.cpu_planned: dict[str, tuple[float, float]] = {}
         self.lists: list[float] = []
         self.gets: list[float] = []
         self.planned_at: float | None = None
@@ -71,6 +78,7 @@ class Watcher(threading.Thread):
             for w in page["workflows"]:
                 if w["name"] == self.name and w["state"] != "PLANNING" and self.planned_at is None:
                     self.planned_at = time.perf_counter()
+                    self.cpu_planned = cpu_by_kind(self.data)
             t = time.perf_counter()
             status, _ = call(f"{self.base}/api/v1/workflows/{self.other}")
             self.gets.append(time.perf_counter() - t)
@@ -83,11 +91,16 @@ def find(base: str, name: str) -> dict:
     return page["workflows"][0]
 
 
-def once(base: str, n: int, edges: bool, other: str, run: int) -> dict[str, float]:
+def spent(after: dict[str, tuple[float, float]], before: dict[str, tuple[float, float]], kind: str) -> float:
+    return after.get(kind, (0.0, 0.0))[0] - before.get(kind, (0.0, 0.0))[0]
+
+
+def once(base: str, data: Path, n: int, edges: bool, other: str, run: int) -> dict[str, float]:
     tag = f"{time.time():.0f}-{run}"
     name = f"big-{n}-{tag}"
     body = workflow(name, n, tag, edges)
-    watcher = Watcher(base, other, name)
+    watcher = Watcher(base, other, name, data)
+    cpu0 = cpu_by_kind(data)
     watcher.start()
     t0 = time.perf_counter()
     status, out = call(f"{base}/api/v1/workflows", body)
@@ -101,6 +114,7 @@ def once(base: str, n: int, edges: bool, other: str, run: int) -> dict[str, floa
     states = {a["state"] for a in out["actions"]}
     assert states <= {"READY", "WAITING"}, states
     # The kill: answered at once, applied in the background.
+    cpu1 = cpu_by_kind(data)
     t1 = time.perf_counter()
     status, _ = call(f"{base}/api/v1/workflows/{wf_id}/kill", b"")
     assert status == 202, status
@@ -109,6 +123,7 @@ def once(base: str, n: int, edges: bool, other: str, run: int) -> dict[str, floa
         time.sleep(0.05)
     killed = time.perf_counter() - t1
     assert (wf.get("outcome") or {}).get("killed") == n, wf.get("outcome")
+    cpu2, planned_cpu = cpu_by_kind(data), watcher.cpu_planned or cpu1
     ms = 1000.0
     return {
         "submit_s": answered,
@@ -122,6 +137,10 @@ def once(base: str, n: int, edges: bool, other: str, run: int) -> dict[str, floa
         "requests": len(watcher.lists) + len(watcher.gets),
         "kill_answer_s": kill_answered,
         "killed_s": killed,
+        "planned_cpu_services": spent(planned_cpu, cpu0, SERVICES),
+        "planned_cpu_store": spent(planned_cpu, cpu0, STORE),
+        "kill_cpu_services": spent(cpu2, cpu1, SERVICES),
+        "kill_cpu_store": spent(cpu2, cpu1, STORE),
     }
 
 
@@ -133,11 +152,11 @@ def main() -> None:
     args = ap.parse_args()
     edges = args.shape == "chain"
     # A 10,000-action body is close to the default body limit: room for larger ones.
-    with dev_server(SUBMITTERS="0", MAX_BODY_BYTES=str(64 * 1024 * 1024)) as (base, _):
+    with dev_server(SUBMITTERS="0", MAX_BODY_BYTES=str(64 * 1024 * 1024)) as (base, data):
         status, out = call(f"{base}/api/v1/workflows", workflow(f"other-{time.time():.0f}", 20, "other", True))
         assert status == 201, out
         other = out["id"]
-        rows = [once(base, args.actions, edges, other, r) for r in range(args.runs)]
+        rows = [once(base, data, args.actions, edges, other, r) for r in range(args.runs)]
     print(f"{args.actions} actions, {args.shape}, pingo dev ({args.runs} run(s); median shown)")
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     print(f"  201 after                      {med['submit_s']:8.2f} s")
@@ -149,6 +168,9 @@ def main() -> None:
     print(f"  ({med['requests']:.0f} requests of the second client during planning)")
     print(f"  kill answered after            {med['kill_answer_s']:8.2f} s")
     print(f"  killed (workflow and every action KILLED) after {med['killed_s']:.2f} s")
+    print(f"  CPU until every action planned: services {med['planned_cpu_services']:.2f} s, "
+          f"store {med['planned_cpu_store']:.2f} s")  # fmt: skip
+    print(f"  CPU of the kill: services {med['kill_cpu_services']:.2f} s, store {med['kill_cpu_store']:.2f} s")
 
 
 if __name__ == "__main__":
