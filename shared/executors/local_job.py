@@ -63,7 +63,7 @@ def beat(job_dir: Path) -> None:
 def try_slot(slots_dir: Path, slots: int) -> IO[str] | None:
     """A free slot, locked (a flock on one of the ``slots`` slot files, shared by every
     process that sees the jobs folder) and held until closed; None if all are taken."""
-    slots_dir.mkdir(parents=True, exist_ok=True)
+    slots_dir.mkdir(exist_ok=True)  # in the jobs folder, never made again once removed
     for i in range(slots):
         f = open(slots_dir / f"slot-{i}", "a+")
         try:

@@ -59,6 +59,10 @@ QUEUED_KILL_CHECK = 0.5
 SLOT_RETRY = 0.05
 # How long one request line may take to arrive.
 REQUEST_WAIT = 10.0
+# How often the runner checks that its jobs folder is still there: removed (a test's or a
+# benchmark's temporary folder), nothing of its jobs can be recorded, so it stops them
+# and exits (docs/architecture.md, "The local job runner").
+FOLDER_CHECK = 1.0
 # A job still running this long after its start is announced (a RUNNING notification), so
 # its action reads RUNNING from then on rather than at the poller's next look; a job that
 # ends sooner sends only its end (docs/state-machines.md, "Action").
@@ -164,7 +168,10 @@ class Runner:
                     self.queue.popleft()
                     self.finish(job, "KILLED", "killed before it started")
                     continue
-                slot = try_slot(Path(job.request["slots_dir"]), int(job.request["slots"]))
+                try:
+                    slot = try_slot(Path(job.request["slots_dir"]), int(job.request["slots"]))
+                except OSError:  # the jobs folder was removed: ``folder_removed`` stops the runner
+                    slot = None
                 if slot is None:
                     break
                 self.queue.popleft()
@@ -206,24 +213,35 @@ class Runner:
     async def wait(self, job: Job) -> None:
         assert job.proc is not None
         rc = await job.proc.wait()
+        try:
+            state, error = await self.outcome(job, rc)
+        except Exception as exc:  # its folder removed, say: the job still leaves the runner
+            state, error = "FAILED", f"the local job runner could not end the job: {type(exc).__name__}: {exc}"
+        self.finish(job, state, error, exit_code=rc)
+
+    async def outcome(self, job: Job, rc: int) -> tuple[str, str | None]:
+        """The job's end state and error, once none of its processes is left."""
+        assert job.proc is not None
         # What the job left running ends with it, before its end is told: a retry never
         # runs beside what is left of this attempt.
         left = await asyncio.to_thread(process_tree.end, job.proc.pid)
         if spec := job.request.get("sandbox"):
             await asyncio.to_thread(sandbox.collect, spec)
         if left:
-            state, error = "FAILED", f"processes {left} of the job did not end after SIGKILL"
-        elif job.stopped_because is not None:
-            state, error = "FAILED", job.stopped_because
-        elif spec and job.killed_at is None and (why := sandbox.launch_error(job.dir, rc, job.request["argv"])):
-            state, error = "FAILED", why
-        else:
-            state, error = ending(job.dir, rc, job.killed_at is not None)
-        self.finish(job, state, error, exit_code=rc)
+            return "FAILED", f"processes {left} of the job did not end after SIGKILL"
+        if job.stopped_because is not None:
+            return "FAILED", job.stopped_because
+        if spec and job.killed_at is None and (why := sandbox.launch_error(job.dir, rc, job.request["argv"])):
+            return "FAILED", why
+        return ending(job.dir, rc, job.killed_at is not None)
 
     def finish(self, job: Job, state: str, error: str | None, **fields: object) -> None:
+        """Write the job's end, free its slot, and notify, whatever of that can be done: a
+        job always leaves the runner (one left in ``jobs`` would keep it alive for ever)."""
         try:
             write_status(job.dir, state=state, ended_at=time.time(), error=error, **fields)
+        except OSError as exc:
+            log.warning("could not write the end of job %s: %s", job.dir.name, exc)
         finally:
             if job.slot is not None:
                 job.slot.close()
@@ -231,7 +249,9 @@ class Runner:
                 self.wake.set()  # a queued job may take the slot
             self.jobs.pop(job.dir.name, None)
             self.idle_since = time.monotonic()
-        if job.notify_url:  # urllib, three tries: off the loop
+        # Urllib, three tries: off the loop. A job whose folder is gone has nothing to tell
+        # (its reader finds no job), and would only hold the runner's exit.
+        if job.notify_url and job.dir.is_dir():
             self.spawn(asyncio.to_thread(notify, job.notify_url, job.dir.name, state))
 
     # -- watching --------------------------------------------------------------------
@@ -266,9 +286,15 @@ class Runner:
         while self.jobs or self.connections or time.monotonic() - self.idle_since < IDLE_EXIT:
             await asyncio.sleep(1.0)
 
-    async def stop_all(self, failure: str | None = None) -> None:
+    async def folder_removed(self) -> None:
+        """Returns once the jobs folder is gone."""
+        while await asyncio.to_thread(self.jobs_dir.is_dir):
+            await asyncio.sleep(FOLDER_CHECK)
+
+    async def stop_all(self, failure: str | None = None, grace: float = KILL_GRACE) -> None:
         """The runner itself is stopping: asked to (SIGTERM), its jobs end KILLED, as a
-        supervisor's did; because it failed (``failure``), they end FAILED with the reason."""
+        supervisor's did; because it failed (``failure``), they end FAILED with the reason.
+        Their processes get ``grace`` seconds between SIGTERM and SIGKILL."""
         for job in list(self.jobs.values()):
             if job.proc is not None and job.proc.returncode is None:
                 job.killed_at, job.stopped_because = time.time(), failure
@@ -276,7 +302,7 @@ class Runner:
         for job in list(self.queue):
             self.finish(job, "FAILED" if failure else "KILLED", failure or "the local job runner was stopped")
         self.queue.clear()
-        deadline = time.monotonic() + KILL_GRACE
+        deadline = time.monotonic() + grace
         while any(j.proc is not None for j in self.jobs.values()) and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         for job in list(self.jobs.values()):
@@ -312,7 +338,7 @@ def take_lock(path: Path) -> IO[str] | None:
 
 
 async def serve(jobs_dir: Path, job_umask: int) -> int:
-    sock, lock_path, _ = address(jobs_dir)
+    sock, lock_path, log_path = address(jobs_dir)
     lock = take_lock(lock_path)
     if lock is None:
         return 0  # another runner serves this jobs folder
@@ -326,7 +352,8 @@ async def serve(jobs_dir: Path, job_umask: int) -> int:
     workers = [asyncio.create_task(c) for c in (runner.dispatch(), runner.watch_kills(), runner.heartbeat())]
     idle = asyncio.create_task(runner.until_idle())
     stop = asyncio.create_task(stopping.wait())
-    await asyncio.wait([idle, stop, *workers], return_when=asyncio.FIRST_COMPLETED)
+    removed = asyncio.create_task(runner.folder_removed())
+    await asyncio.wait([idle, stop, removed, *workers], return_when=asyncio.FIRST_COMPLETED)
     failure = None
     for worker in workers:
         if worker.done():  # a loop of its own ended: a bug; its jobs fail with the reason
@@ -338,12 +365,19 @@ async def serve(jobs_dir: Path, job_umask: int) -> int:
     # starts another runner at once; slots are flocks, so the two never run too many.
     server.close()
     sock.unlink(missing_ok=True)
+    if removed.done():  # nothing names that folder now: its lock and log go too
+        for path in (lock_path, log_path):
+            path.unlink(missing_ok=True)
     lock.close()
-    if stopping.is_set() or failure:
+    if removed.done():
+        # Nothing of its jobs can be recorded any more, nor read: they are stopped at once.
+        log.warning("the jobs folder %s was removed: its jobs are stopped and the runner exits", jobs_dir)
+        await runner.stop_all("the jobs folder was removed", grace=0.0)
+    elif stopping.is_set() or failure:
         await runner.stop_all(failure)
     while runner.jobs or runner.connections:  # taken in the instant before the server closed
         await asyncio.sleep(0.1)
-    for task in [*workers, idle, stop]:
+    for task in [*workers, idle, stop, removed]:
         task.cancel()
     if runner.tasks:  # notifications under way
         await asyncio.wait(list(runner.tasks), timeout=5)
