@@ -46,9 +46,18 @@ def write_status(job_dir: Path, **fields: object) -> None:
     path = job_dir / "status.json"
     current = json.loads(path.read_text()) if path.exists() else {}
     current.update(fields)
-    tmp = job_dir / "status.json.tmp"
-    tmp.write_text(json.dumps(current))
-    os.replace(tmp, path)
+    replace_status(job_dir, current)
+
+
+def replace_status(job_dir: Path, status: dict[str, object]) -> None:
+    """Write ``status.json`` whole, atomically (readers see the old or the new one)."""
+    tmp = f"{job_dir}/status.json.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, json.dumps(status).encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, f"{job_dir}/status.json")
 
 
 HEARTBEAT_EVERY = 1.0

@@ -34,17 +34,18 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from shared.config import Settings
 from shared.executors import process_tree, sandbox
-from shared.executors.local_job import HEARTBEAT_EVERY, KILL_GRACE, beat, ending, notify, try_slot, write_status
+from shared.executors.local_job import HEARTBEAT_EVERY, KILL_GRACE, beat, ending, notify, replace_status, try_slot
 from shared.logs import configure_logging
 
 log = logging.getLogger(__name__)
@@ -91,8 +92,11 @@ class Job:
     dir: Path
     notify_url: str
     request: dict[str, Any]
-    proc: asyncio.subprocess.Process | None = None
+    proc: subprocess.Popen[bytes] | None = None
     slot: IO[str] | None = None
+    announce: asyncio.TimerHandle | None = None
+    # What its status.json holds: kept here, so each step writes it without reading it.
+    status: dict[str, Any] = field(default_factory=dict)
     killed_at: float | None = None
     # Why the runner itself stopped the job, if it did (its end is FAILED with this).
     stopped_because: str | None = None
@@ -142,7 +146,7 @@ class Runner:
         self.jobs[name] = job
         try:
             beat(job_dir)
-            write_status(job_dir, state="PREP", submitted_at=time.time(), runner=os.getpid())
+            self.record(job, state="PREP", submitted_at=time.time(), runner=os.getpid())
             job.request = json.loads((job_dir / "request.json").read_text())
             int(job.request["slots"])
             # Secret values come with the hand-over, in memory only (docs/planning.md, "Secret values").
@@ -177,19 +181,22 @@ class Runner:
                 self.queue.popleft()
                 job.slot = slot
                 try:
-                    await self.start(job)
+                    self.start(job)
                 except Exception as exc:  # the runner's own fault: this job fails, the others go on
                     log.exception("starting job %s failed", job.dir.name)
                     self.finish(job, "FAILED", f"the local job runner failed: {type(exc).__name__}: {exc}")
 
-    async def start(self, job: Job) -> None:
+    def start(self, job: Job) -> None:
         argv = job.request["argv"]
         started = time.time()
         out, err = output_files(job.dir)
         try:
-            job.proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=job.request["cwd"], env=job.request["env"], stdout=out, stderr=err,
-                stdin=asyncio.subprocess.DEVNULL, umask=self.job_umask, start_new_session=True,
+            # Popen forks and execs in C, and its exit is awaited through a pidfd
+            # (``watch_exit``): asyncio's subprocess transport and its thread per child
+            # cost the runner more CPU per job than the job itself (docs/performance.md).
+            job.proc = subprocess.Popen(
+                argv, cwd=job.request["cwd"], env=job.request["env"], stdout=out, stderr=err,
+                stdin=subprocess.DEVNULL, umask=self.job_umask, start_new_session=True,
             )  # fmt: skip
         except Exception as exc:  # OSError, and ValueError for a NUL or an "=" the OS cannot take
             program = repr(argv[0]) if argv else "an empty command"
@@ -198,35 +205,69 @@ class Runner:
         finally:
             os.close(out)
             os.close(err)
-        write_status(job.dir, state="RUNNING", pid=job.proc.pid, started_at=started)
-        self.spawn(self.wait(job))
+        self.record(job, state="RUNNING", pid=job.proc.pid, started_at=started)
+        self.watch_exit(job)
         if job.notify_url:
-            self.spawn(self.announce_start(job))
+            job.announce = asyncio.get_running_loop().call_later(START_NOTICE_AFTER, self.announce_start, job)
 
-    async def announce_start(self, job: Job) -> None:
+    def announce_start(self, job: Job) -> None:
         """Tell the callback URL the job runs, if it still does ``START_NOTICE_AFTER`` on:
         the callback checks with the executor and moves the action to RUNNING."""
-        await asyncio.sleep(START_NOTICE_AFTER)
         if job.proc is not None and job.proc.returncode is None and job.dir.name in self.jobs:
-            await asyncio.to_thread(notify, job.notify_url, job.dir.name, "RUNNING")
+            self.spawn(asyncio.to_thread(notify, job.notify_url, job.dir.name, "RUNNING"))
 
-    async def wait(self, job: Job) -> None:
+    def watch_exit(self, job: Job) -> None:
+        """Call ``exited`` once the job's process has ended: the loop watches a pidfd of it
+        (Linux 5.3 and later), else a thread waits for it."""
         assert job.proc is not None
-        rc = await job.proc.wait()
+        proc = job.proc
         try:
-            state, error = await self.outcome(job, rc)
+            fd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            self.spawn(self.wait_in_thread(job))
+            return
+        loop = asyncio.get_running_loop()
+
+        def readable() -> None:
+            loop.remove_reader(fd)
+            os.close(fd)
+            self.exited(job, proc.wait())  # it has ended: this reaps it at once
+
+        loop.add_reader(fd, readable)
+
+    async def wait_in_thread(self, job: Job) -> None:
+        assert job.proc is not None
+        self.exited(job, await asyncio.to_thread(job.proc.wait))
+
+    def exited(self, job: Job, rc: int) -> None:
+        assert job.proc is not None
+        if job.announce is not None:
+            job.announce.cancel()
+        if job.request.get("sandbox") or not process_tree.gone(job.proc.pid):
+            self.spawn(self.wait(job, rc))  # processes to end, or a sandbox to collect: off the loop
+            return
+        try:
+            state, error = self.outcome(job, rc, [])
         except Exception as exc:  # its folder removed, say: the job still leaves the runner
             state, error = "FAILED", f"the local job runner could not end the job: {type(exc).__name__}: {exc}"
         self.finish(job, state, error, exit_code=rc)
 
-    async def outcome(self, job: Job, rc: int) -> tuple[str, str | None]:
-        """The job's end state and error, once none of its processes is left."""
+    async def wait(self, job: Job, rc: int) -> None:
         assert job.proc is not None
-        # What the job left running ends with it, before its end is told: a retry never
-        # runs beside what is left of this attempt.
-        left = await asyncio.to_thread(process_tree.end, job.proc.pid)
-        if spec := job.request.get("sandbox"):
-            await asyncio.to_thread(sandbox.collect, spec)
+        try:
+            # What the job left running ends with it, before its end is told: a retry never
+            # runs beside what is left of this attempt.
+            left = await asyncio.to_thread(process_tree.end, job.proc.pid)
+            if spec := job.request.get("sandbox"):
+                await asyncio.to_thread(sandbox.collect, spec)
+            state, error = self.outcome(job, rc, left)
+        except Exception as exc:  # its folder removed, say: the job still leaves the runner
+            state, error = "FAILED", f"the local job runner could not end the job: {type(exc).__name__}: {exc}"
+        self.finish(job, state, error, exit_code=rc)
+
+    def outcome(self, job: Job, rc: int, left: list[int]) -> tuple[str, str | None]:
+        """The job's end state and error, once none of its processes is left but ``left``."""
+        spec = job.request.get("sandbox")
         if left:
             return "FAILED", f"processes {left} of the job did not end after SIGKILL"
         if job.stopped_because is not None:
@@ -235,11 +276,17 @@ class Runner:
             return "FAILED", why
         return ending(job.dir, rc, job.killed_at is not None)
 
+    @staticmethod
+    def record(job: Job, **fields: object) -> None:
+        """A step of the job, written to its status.json."""
+        job.status.update(fields)
+        replace_status(job.dir, job.status)
+
     def finish(self, job: Job, state: str, error: str | None, **fields: object) -> None:
         """Write the job's end, free its slot, and notify, whatever of that can be done: a
         job always leaves the runner (one left in ``jobs`` would keep it alive for ever)."""
         try:
-            write_status(job.dir, state=state, ended_at=time.time(), error=error, **fields)
+            self.record(job, state=state, ended_at=time.time(), error=error, **fields)
         except OSError as exc:
             log.warning("could not write the end of job %s: %s", job.dir.name, exc)
         finally:
