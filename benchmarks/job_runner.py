@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shared.executors.base import JobRequest  # noqa: E402
-from shared.executors.local import LocalExecutor  # noqa: E402
+from shared.executors.base import JobRequest
+from shared.executors.local import LocalExecutor
 
 
 class Ends:
@@ -40,7 +40,7 @@ def notification_server(ends: Ends) -> tuple[http.server.ThreadingHTTPServer, st
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # kept alive, as the callback server does
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             if "status=RUNNING" not in self.path:
                 with ends.lock:
                     ends.count += 1

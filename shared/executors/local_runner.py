@@ -58,8 +58,8 @@ QUEUED_KILL_CHECK = 0.5
 # How often a queued job tries for a slot held by another process (a job of this
 # runner ending frees one at once).
 SLOT_RETRY = 0.05
-# How long one request line may take to arrive.
-REQUEST_WAIT = 10.0
+# The longest request line taken (a job's name, URL and secret values).
+MAX_REQUEST = 1 << 20
 # How often the runner checks that its jobs folder is still there: removed (a test's or a
 # benchmark's temporary folder), nothing of its jobs can be recorded, so it stops them
 # and exits (docs/architecture.md, "The local job runner").
@@ -110,7 +110,7 @@ class Runner:
         self.queue: deque[Job] = deque()
         self.wake = asyncio.Event()
         self.idle_since = time.monotonic()
-        self.connections = 0
+        self.clients: set[asyncio.Transport] = set()
         self.tasks: set[asyncio.Task] = set()
 
     def spawn(self, coro: Any) -> None:
@@ -120,20 +120,14 @@ class Runner:
 
     # -- taking jobs ---------------------------------------------------------------
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
+    def take(self, line: bytes) -> bytes:
+        """The reply to one request line."""
+        self.idle_since = time.monotonic()
         try:
-            line = await asyncio.wait_for(reader.readline(), REQUEST_WAIT)
             reply = self.accept(json.loads(line))
         except Exception as exc:  # a malformed request is refused; the runner goes on
             reply = f"error {type(exc).__name__}: {exc}"
-        finally:
-            self.connections -= 1
-            self.idle_since = time.monotonic()
-        with contextlib.suppress(ConnectionError):
-            writer.write(reply.encode() + b"\n")
-            await writer.drain()
-            writer.close()
+        return reply.encode() + b"\n"
 
     def accept(self, message: dict[str, Any]) -> str:
         name = str(message["job"])
@@ -330,7 +324,7 @@ class Runner:
             await asyncio.sleep(HEARTBEAT_EVERY)
 
     async def until_idle(self) -> None:
-        while self.jobs or self.connections or time.monotonic() - self.idle_since < IDLE_EXIT:
+        while self.jobs or time.monotonic() - self.idle_since < IDLE_EXIT:
             await asyncio.sleep(1.0)
 
     async def folder_removed(self) -> None:
@@ -357,6 +351,36 @@ class Runner:
                 process_tree.signal_group(job.proc.pid, signal.SIGKILL)
         while any(j.proc is not None for j in self.jobs.values()) and time.monotonic() < deadline + 5.0:
             await asyncio.sleep(0.1)  # their waiters end what is left and write the final states
+
+
+class Handover(asyncio.Protocol):
+    """One executor's connection, kept for many jobs: a request per line, and a reply per
+    line in the same order; the lines that arrive together are answered in one write.
+    Taking a job does not wait, so a runner closing its connections loses no job it took
+    (docs/architecture.md, "The local job runner")."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.runner.clients.add(transport)
+
+    def data_received(self, data: bytes) -> None:
+        assert self.transport is not None
+        *lines, self.buffer = (self.buffer + data).split(b"\n")
+        if lines:
+            self.transport.write(b"".join(self.runner.take(line) for line in lines))
+        if len(self.buffer) > MAX_REQUEST:
+            self.transport.write(b"error the request is too long\n")
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is not None:
+            self.runner.clients.discard(self.transport)
 
 
 def terminate(job: Job) -> None:
@@ -391,7 +415,7 @@ async def serve(jobs_dir: Path, job_umask: int) -> int:
         return 0  # another runner serves this jobs folder
     runner = Runner(jobs_dir, job_umask)
     sock.unlink(missing_ok=True)  # a dead runner's
-    server = await asyncio.start_unix_server(runner.handle, path=str(sock))
+    server = await asyncio.get_running_loop().create_unix_server(lambda: Handover(runner), path=str(sock))
     os.chmod(sock, 0o600)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -412,6 +436,8 @@ async def serve(jobs_dir: Path, job_umask: int) -> int:
     # starts another runner at once; slots are flocks, so the two never run too many.
     server.close()
     sock.unlink(missing_ok=True)
+    for client in list(runner.clients):  # an executor's next hand-over finds the next runner
+        client.close()
     if removed.done():  # nothing names that folder now: its lock and log go too
         for path in (lock_path, log_path):
             path.unlink(missing_ok=True)
@@ -422,7 +448,7 @@ async def serve(jobs_dir: Path, job_umask: int) -> int:
         await runner.stop_all("the jobs folder was removed", grace=0.0)
     elif stopping.is_set() or failure:
         await runner.stop_all(failure)
-    while runner.jobs or runner.connections:  # taken in the instant before the server closed
+    while runner.jobs:  # taken in the instant before the server closed
         await asyncio.sleep(0.1)
     for task in [*workers, idle, stop, removed]:
         task.cancel()

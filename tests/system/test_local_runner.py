@@ -146,3 +146,24 @@ async def test_a_runner_whose_jobs_folder_is_removed_stops_its_jobs_and_exits_at
     assert not jobs.exists()  # never made again
     assert not (tmp_path / "queued").exists()  # the queued job never ran
     assert not lock.exists()
+
+
+async def test_an_executor_keeps_one_connection_and_reaches_the_next_runner_when_it_closes(
+    tmp_path: Path, notifications
+) -> None:
+    url, _ = notifications
+    jobs = tmp_path / "jobs"
+    executor = LocalExecutor(jobs)
+    first = await asyncio.gather(*(executor.submit(synth_job(tmp_path, f"a{i}", 0.0, url)) for i in range(8)))
+    assert all([(await ended(executor, j)).state == JobState.SUCCEEDED for j in first])
+    runner = runner_pid(jobs, first[0])
+    # Every job went over one connection: the runner's socket, and one taken from it.
+    sock, _, _ = address(jobs)
+    assert sum(line.endswith(f" {sock}") for line in Path("/proc/net/unix").read_text().splitlines()) == 2
+    os.kill(runner, signal.SIGTERM)  # as when it exits idle: it closes its connections
+    async with asyncio.timeout(10):
+        while alive(runner):
+            await asyncio.sleep(0.05)
+    later = await executor.submit(synth_job(tmp_path, "later", 0.0, url))
+    assert (await ended(executor, later)).state == JobState.SUCCEEDED
+    assert runner_pid(jobs, later) != runner
