@@ -45,7 +45,16 @@ from typing import IO, Any
 
 from shared.config import Settings
 from shared.executors import process_tree, sandbox
-from shared.executors.local_job import HEARTBEAT_EVERY, KILL_GRACE, beat, ending, notify, replace_status, try_slot
+from shared.executors.local_job import (
+    HEARTBEAT_EVERY,
+    KILL_GRACE,
+    Slot,
+    beat,
+    ending,
+    notify,
+    replace_status,
+    try_slot,
+)  # fmt: skip
 from shared.logs import configure_logging
 
 log = logging.getLogger(__name__)
@@ -93,7 +102,7 @@ class Job:
     notify_url: str
     request: dict[str, Any]
     proc: subprocess.Popen[bytes] | None = None
-    slot: IO[str] | None = None
+    slot: Slot | None = None
     announce: asyncio.TimerHandle | None = None
     # What its status.json holds: kept here, so each step writes it without reading it.
     status: dict[str, Any] = field(default_factory=dict)
@@ -109,6 +118,7 @@ class Runner:
         self.jobs: dict[str, Job] = {}
         self.queue: deque[Job] = deque()
         self.wake = asyncio.Event()
+        self.held = 0  # slots its jobs hold
         self.idle_since = time.monotonic()
         self.clients: set[asyncio.Transport] = set()
         self.tasks: set[asyncio.Task] = set()
@@ -157,8 +167,12 @@ class Runner:
     async def dispatch(self) -> None:
         """Start queued jobs, oldest first, as slots free up."""
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), SLOT_RETRY if self.queue else None)
+            if not self.wake.is_set():
+                if self.queue and not self.holds_all(self.queue[0]):
+                    with contextlib.suppress(TimeoutError):  # a slot another process holds may free up
+                        await asyncio.wait_for(self.wake.wait(), SLOT_RETRY)
+                else:  # nothing queued, or every slot is a job of ours, whose end wakes this
+                    await self.wake.wait()
             self.wake.clear()
             while self.queue:
                 job = self.queue[0]
@@ -166,6 +180,8 @@ class Runner:
                     self.queue.popleft()
                     self.finish(job, "KILLED", "killed before it started")
                     continue
+                if self.holds_all(job):
+                    break
                 try:
                     slot = try_slot(Path(job.request["slots_dir"]), int(job.request["slots"]))
                 except OSError:  # the jobs folder was removed: ``folder_removed`` stops the runner
@@ -174,11 +190,16 @@ class Runner:
                     break
                 self.queue.popleft()
                 job.slot = slot
+                self.held += 1
                 try:
                     self.start(job)
                 except Exception as exc:  # the runner's own fault: this job fails, the others go on
                     log.exception("starting job %s failed", job.dir.name)
                     self.finish(job, "FAILED", f"the local job runner failed: {type(exc).__name__}: {exc}")
+
+    def holds_all(self, job: Job) -> bool:
+        """Whether this runner's jobs hold every slot ``job`` could take."""
+        return self.held >= int(job.request["slots"])
 
     def start(self, job: Job) -> None:
         argv = job.request["argv"]
@@ -287,6 +308,7 @@ class Runner:
             if job.slot is not None:
                 job.slot.close()
                 job.slot = None
+                self.held -= 1
                 self.wake.set()  # a queued job may take the slot
             self.jobs.pop(job.dir.name, None)
             self.idle_since = time.monotonic()
