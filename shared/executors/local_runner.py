@@ -15,13 +15,14 @@ a lock beside its socket, in a folder private to its user under the host's tempo
 folder (a Unix socket's path must be short, and must not sit on a shared volume).
 
 The executor hands a job over by its folder's name, notification URL and secret values,
-one JSON line on the socket; the URL carries the callback secret and the values are the
-job's secrets (docs/planning.md, "Secret values"), so both are kept in memory only. A
-job is started with fork/exec (argv, never a shell), its output in the job folder, as
-the leader of a process group of its own: a kill reaches every process of the job, and
-its end is written only once none is left (``process_tree``). A job of a user runs in
-its sandbox (``sandbox``): its argv is bwrap's, and its output is moved out of its
-outbox when it has ended, before its end is written.
+one JSON line on a connection it keeps for many jobs (``Handover``, ``runner_link``);
+the URL carries the callback secret and the values are the job's secrets
+(docs/planning.md, "Secret values"), so both are kept in memory only. A job is started
+with fork/exec (argv, never a shell), its output in the job folder, as the leader of a
+process group of its own: a kill reaches every process of the job, and its end is
+written only once none is left (``process_tree``). A job of a user runs in its sandbox
+(``sandbox``): its argv is bwrap's, and its output is moved out of its outbox when it
+has ended, before its end is written.
 """
 
 from __future__ import annotations
@@ -207,8 +208,8 @@ class Runner:
         out, err = output_files(job.dir)
         try:
             # Popen forks and execs in C, and its exit is awaited through a pidfd
-            # (``watch_exit``): asyncio's subprocess transport and its thread per child
-            # cost the runner more CPU per job than the job itself (docs/performance.md).
+            # (``watch_exit``): no asyncio transport nor thread per child, the larger
+            # part of the runner's CPU per job (docs/performance.md, "The job runner").
             job.proc = subprocess.Popen(
                 argv, cwd=job.request["cwd"], env=job.request["env"], stdout=out, stderr=err,
                 stdin=subprocess.DEVNULL, umask=self.job_umask, start_new_session=True,
