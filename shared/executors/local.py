@@ -39,6 +39,7 @@ from shared.executors.base import (
     LogStream,
 )
 from shared.executors.log_tail import LineTail
+from shared.executors.runner_link import RunnerLink
 from shared.executors.sandbox import Sandbox
 from shared.hadoop import sqoop
 from shared.hadoop.jvm import JPMS_OPTS
@@ -265,6 +266,8 @@ class LocalExecutor:
             log.warning("could not make %s private (mode 0700): %s", self.jobs_dir, exc)
         self._reapers: set[asyncio.Task] = set()
         self._runner: tuple[Path, Path, Path] | None = None  # its socket, lock and log, found once
+        self._link: RunnerLink | None = None  # to the runner, kept for many jobs
+        self._linking: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
     async def _runner_address(self) -> tuple[Path, Path, Path]:
         if self._runner is None:
@@ -390,13 +393,12 @@ class LocalExecutor:
 
     async def _hand_to_runner(self, job_id: str, notify_url: str, secrets: dict[str, str]) -> bool:
         """Give the job to this host's runner, starting one if none answers."""
-        sock, _, _ = await self._runner_address()
         message = json.dumps({"job": job_id, "notify": notify_url, "secrets": secrets}).encode() + b"\n"
         deadline = time.monotonic() + RUNNER_WAIT
         started_at = 0.0
         while time.monotonic() < deadline:
             try:
-                reader, writer = await asyncio.open_unix_connection(str(sock))
+                link = await self._runner_link()
             except (FileNotFoundError, ConnectionRefusedError):
                 if time.monotonic() - started_at > RUNNER_RESTART:  # none, or one that is stopping
                     await self._start_runner()
@@ -404,18 +406,26 @@ class LocalExecutor:
                 await asyncio.sleep(0.02)
                 continue
             try:
-                writer.write(message)
-                await writer.drain()
-                reply = await asyncio.wait_for(reader.readline(), RUNNER_WAIT)
+                reply = await asyncio.wait_for(link.ask(message), RUNNER_WAIT)
             except (ConnectionError, TimeoutError):
+                link.close()
                 continue  # it stopped as we spoke: the job is not known to it, so ask again
-            finally:
-                writer.close()
             if reply.startswith(b"ok"):
                 return True
             log.error("the local job runner refused %s: %s", job_id, reply.decode(errors="replace").strip())
             return False
         return False
+
+    async def _runner_link(self) -> RunnerLink:
+        """The connection to this host's runner, opened if there is none (or it closed)."""
+        loop = asyncio.get_running_loop()
+        if self._linking is None or self._linking[0] is not loop:
+            self._linking, self._link = (loop, asyncio.Lock()), None  # a link is its loop's
+        async with self._linking[1]:  # one opens it; those asking meanwhile use it
+            if self._link is None or self._link.closed:
+                sock, _, _ = await self._runner_address()
+                self._link = await RunnerLink.open(sock)
+            return self._link
 
     async def _start_runner(self) -> None:
         _, _, log_path = await self._runner_address()
@@ -610,3 +620,5 @@ class LocalExecutor:
         # Jobs outlive this process on purpose; just stop reaping.
         for t in list(self._reapers):
             t.cancel()
+        if self._link is not None:
+            self._link.close()

@@ -37,7 +37,6 @@ import time
 import traceback
 import urllib.parse
 from pathlib import Path
-from typing import IO
 
 from shared.executors import process_tree, sandbox
 
@@ -46,9 +45,18 @@ def write_status(job_dir: Path, **fields: object) -> None:
     path = job_dir / "status.json"
     current = json.loads(path.read_text()) if path.exists() else {}
     current.update(fields)
-    tmp = job_dir / "status.json.tmp"
-    tmp.write_text(json.dumps(current))
-    os.replace(tmp, path)
+    replace_status(job_dir, current)
+
+
+def replace_status(job_dir: Path, status: dict[str, object]) -> None:
+    """Write ``status.json`` whole, atomically (readers see the old or the new one)."""
+    tmp = f"{job_dir}/status.json.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, json.dumps(status).encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, f"{job_dir}/status.json")
 
 
 HEARTBEAT_EVERY = 1.0
@@ -60,21 +68,37 @@ def beat(job_dir: Path) -> None:
     (job_dir / "heartbeat").touch()
 
 
-def try_slot(slots_dir: Path, slots: int) -> IO[str] | None:
+class Slot:
+    """A slot held: the flocked descriptor of its file, until closed."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def try_slot(slots_dir: Path, slots: int) -> Slot | None:
     """A free slot, locked (a flock on one of the ``slots`` slot files, shared by every
     process that sees the jobs folder) and held until closed; None if all are taken."""
-    slots_dir.mkdir(parents=True, exist_ok=True)
     for i in range(slots):
-        f = open(slots_dir / f"slot-{i}", "a+")
+        path = f"{slots_dir}/slot-{i}"
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return f
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:
+            slots_dir.mkdir(exist_ok=True)  # in the jobs folder, never made again once removed
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return Slot(fd)
         except BlockingIOError:
-            f.close()
+            os.close(fd)
     return None
 
 
-def acquire_slot(slots_dir: Path, slots: int, job_dir: Path):
+def acquire_slot(slots_dir: Path, slots: int, job_dir: Path) -> Slot | None:
     last = 0.0
     while True:
         if (job_dir / "kill").exists():

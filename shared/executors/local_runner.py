@@ -15,13 +15,14 @@ a lock beside its socket, in a folder private to its user under the host's tempo
 folder (a Unix socket's path must be short, and must not sit on a shared volume).
 
 The executor hands a job over by its folder's name, notification URL and secret values,
-one JSON line on the socket; the URL carries the callback secret and the values are the
-job's secrets (docs/planning.md, "Secret values"), so both are kept in memory only. A
-job is started with fork/exec (argv, never a shell), its output in the job folder, as
-the leader of a process group of its own: a kill reaches every process of the job, and
-its end is written only once none is left (``process_tree``). A job of a user runs in
-its sandbox (``sandbox``): its argv is bwrap's, and its output is moved out of its
-outbox when it has ended, before its end is written.
+one JSON line on a connection it keeps for many jobs (``Handover``, ``runner_link``);
+the URL carries the callback secret and the values are the job's secrets
+(docs/planning.md, "Secret values"), so both are kept in memory only. A job is started
+with fork/exec (argv, never a shell), its output in the job folder, as the leader of a
+process group of its own: a kill reaches every process of the job, and its end is
+written only once none is left (``process_tree``). A job of a user runs in its sandbox
+(``sandbox``): its argv is bwrap's, and its output is moved out of its outbox when it
+has ended, before its end is written.
 """
 
 from __future__ import annotations
@@ -34,17 +35,27 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from shared.config import Settings
 from shared.executors import process_tree, sandbox
-from shared.executors.local_job import HEARTBEAT_EVERY, KILL_GRACE, beat, ending, notify, try_slot, write_status
+from shared.executors.local_job import (
+    HEARTBEAT_EVERY,
+    KILL_GRACE,
+    Slot,
+    beat,
+    ending,
+    notify,
+    replace_status,
+    try_slot,
+)  # fmt: skip
 from shared.logs import configure_logging
 
 log = logging.getLogger(__name__)
@@ -57,8 +68,12 @@ QUEUED_KILL_CHECK = 0.5
 # How often a queued job tries for a slot held by another process (a job of this
 # runner ending frees one at once).
 SLOT_RETRY = 0.05
-# How long one request line may take to arrive.
-REQUEST_WAIT = 10.0
+# The longest request line taken (a job's name, URL and secret values).
+MAX_REQUEST = 1 << 20
+# How often the runner checks that its jobs folder is still there: removed (a test's or a
+# benchmark's temporary folder), nothing of its jobs can be recorded, so it stops them
+# and exits (docs/architecture.md, "The local job runner").
+FOLDER_CHECK = 1.0
 # A job still running this long after its start is announced (a RUNNING notification), so
 # its action reads RUNNING from then on rather than at the poller's next look; a job that
 # ends sooner sends only its end (docs/state-machines.md, "Action").
@@ -87,8 +102,11 @@ class Job:
     dir: Path
     notify_url: str
     request: dict[str, Any]
-    proc: asyncio.subprocess.Process | None = None
-    slot: IO[str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    slot: Slot | None = None
+    announce: asyncio.TimerHandle | None = None
+    # What its status.json holds: kept here, so each step writes it without reading it.
+    status: dict[str, Any] = field(default_factory=dict)
     killed_at: float | None = None
     # Why the runner itself stopped the job, if it did (its end is FAILED with this).
     stopped_because: str | None = None
@@ -101,8 +119,9 @@ class Runner:
         self.jobs: dict[str, Job] = {}
         self.queue: deque[Job] = deque()
         self.wake = asyncio.Event()
+        self.held = 0  # slots its jobs hold
         self.idle_since = time.monotonic()
-        self.connections = 0
+        self.clients: set[asyncio.Transport] = set()
         self.tasks: set[asyncio.Task] = set()
 
     def spawn(self, coro: Any) -> None:
@@ -112,20 +131,14 @@ class Runner:
 
     # -- taking jobs ---------------------------------------------------------------
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
+    def take(self, line: bytes) -> bytes:
+        """The reply to one request line."""
+        self.idle_since = time.monotonic()
         try:
-            line = await asyncio.wait_for(reader.readline(), REQUEST_WAIT)
             reply = self.accept(json.loads(line))
         except Exception as exc:  # a malformed request is refused; the runner goes on
             reply = f"error {type(exc).__name__}: {exc}"
-        finally:
-            self.connections -= 1
-            self.idle_since = time.monotonic()
-        with contextlib.suppress(ConnectionError):
-            writer.write(reply.encode() + b"\n")
-            await writer.drain()
-            writer.close()
+        return reply.encode() + b"\n"
 
     def accept(self, message: dict[str, Any]) -> str:
         name = str(message["job"])
@@ -138,7 +151,7 @@ class Runner:
         self.jobs[name] = job
         try:
             beat(job_dir)
-            write_status(job_dir, state="PREP", submitted_at=time.time(), runner=os.getpid())
+            self.record(job, state="PREP", submitted_at=time.time(), runner=os.getpid())
             job.request = json.loads((job_dir / "request.json").read_text())
             int(job.request["slots"])
             # Secret values come with the hand-over, in memory only (docs/planning.md, "Secret values").
@@ -155,8 +168,12 @@ class Runner:
     async def dispatch(self) -> None:
         """Start queued jobs, oldest first, as slots free up."""
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), SLOT_RETRY if self.queue else None)
+            if not self.wake.is_set():
+                if self.queue and not self.holds_all(self.queue[0]):
+                    with contextlib.suppress(TimeoutError):  # a slot another process holds may free up
+                        await asyncio.wait_for(self.wake.wait(), SLOT_RETRY)
+                else:  # nothing queued, or every slot is a job of ours, whose end wakes this
+                    await self.wake.wait()
             self.wake.clear()
             while self.queue:
                 job = self.queue[0]
@@ -164,25 +181,38 @@ class Runner:
                     self.queue.popleft()
                     self.finish(job, "KILLED", "killed before it started")
                     continue
-                slot = try_slot(Path(job.request["slots_dir"]), int(job.request["slots"]))
+                if self.holds_all(job):
+                    break
+                try:
+                    slot = try_slot(Path(job.request["slots_dir"]), int(job.request["slots"]))
+                except OSError:  # the jobs folder was removed: ``folder_removed`` stops the runner
+                    slot = None
                 if slot is None:
                     break
                 self.queue.popleft()
                 job.slot = slot
+                self.held += 1
                 try:
-                    await self.start(job)
+                    self.start(job)
                 except Exception as exc:  # the runner's own fault: this job fails, the others go on
                     log.exception("starting job %s failed", job.dir.name)
                     self.finish(job, "FAILED", f"the local job runner failed: {type(exc).__name__}: {exc}")
 
-    async def start(self, job: Job) -> None:
+    def holds_all(self, job: Job) -> bool:
+        """Whether this runner's jobs hold every slot ``job`` could take."""
+        return self.held >= int(job.request["slots"])
+
+    def start(self, job: Job) -> None:
         argv = job.request["argv"]
         started = time.time()
         out, err = output_files(job.dir)
         try:
-            job.proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=job.request["cwd"], env=job.request["env"], stdout=out, stderr=err,
-                stdin=asyncio.subprocess.DEVNULL, umask=self.job_umask, start_new_session=True,
+            # Popen forks and execs in C, and its exit is awaited through a pidfd
+            # (``watch_exit``): no asyncio transport nor thread per child, the larger
+            # part of the runner's CPU per job (docs/performance.md, "The job runner").
+            job.proc = subprocess.Popen(
+                argv, cwd=job.request["cwd"], env=job.request["env"], stdout=out, stderr=err,
+                stdin=subprocess.DEVNULL, umask=self.job_umask, start_new_session=True,
             )  # fmt: skip
         except Exception as exc:  # OSError, and ValueError for a NUL or an "=" the OS cannot take
             program = repr(argv[0]) if argv else "an empty command"
@@ -191,47 +221,101 @@ class Runner:
         finally:
             os.close(out)
             os.close(err)
-        write_status(job.dir, state="RUNNING", pid=job.proc.pid, started_at=started)
-        self.spawn(self.wait(job))
+        self.record(job, state="RUNNING", pid=job.proc.pid, started_at=started)
+        self.watch_exit(job)
         if job.notify_url:
-            self.spawn(self.announce_start(job))
+            job.announce = asyncio.get_running_loop().call_later(START_NOTICE_AFTER, self.announce_start, job)
 
-    async def announce_start(self, job: Job) -> None:
+    def announce_start(self, job: Job) -> None:
         """Tell the callback URL the job runs, if it still does ``START_NOTICE_AFTER`` on:
         the callback checks with the executor and moves the action to RUNNING."""
-        await asyncio.sleep(START_NOTICE_AFTER)
         if job.proc is not None and job.proc.returncode is None and job.dir.name in self.jobs:
-            await asyncio.to_thread(notify, job.notify_url, job.dir.name, "RUNNING")
+            self.spawn(asyncio.to_thread(notify, job.notify_url, job.dir.name, "RUNNING"))
 
-    async def wait(self, job: Job) -> None:
+    def watch_exit(self, job: Job) -> None:
+        """Call ``exited`` once the job's process has ended: the loop watches a pidfd of it
+        (Linux 5.3 and later), else a thread waits for it."""
         assert job.proc is not None
-        rc = await job.proc.wait()
-        # What the job left running ends with it, before its end is told: a retry never
-        # runs beside what is left of this attempt.
-        left = await asyncio.to_thread(process_tree.end, job.proc.pid)
-        if spec := job.request.get("sandbox"):
-            await asyncio.to_thread(sandbox.collect, spec)
-        if left:
-            state, error = "FAILED", f"processes {left} of the job did not end after SIGKILL"
-        elif job.stopped_because is not None:
-            state, error = "FAILED", job.stopped_because
-        elif spec and job.killed_at is None and (why := sandbox.launch_error(job.dir, rc, job.request["argv"])):
-            state, error = "FAILED", why
-        else:
-            state, error = ending(job.dir, rc, job.killed_at is not None)
+        proc = job.proc
+        try:
+            fd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            self.spawn(self.wait_in_thread(job))
+            return
+        loop = asyncio.get_running_loop()
+
+        def readable() -> None:
+            loop.remove_reader(fd)
+            os.close(fd)
+            self.exited(job, proc.wait())  # it has ended: this reaps it at once
+
+        loop.add_reader(fd, readable)
+
+    async def wait_in_thread(self, job: Job) -> None:
+        assert job.proc is not None
+        self.exited(job, await asyncio.to_thread(job.proc.wait))
+
+    def exited(self, job: Job, rc: int) -> None:
+        assert job.proc is not None
+        if job.announce is not None:
+            job.announce.cancel()
+        if job.request.get("sandbox") or not process_tree.gone(job.proc.pid):
+            self.spawn(self.wait(job, rc))  # processes to end, or a sandbox to collect: off the loop
+            return
+        try:
+            state, error = self.outcome(job, rc, [])
+        except Exception as exc:  # its folder removed, say: the job still leaves the runner
+            state, error = "FAILED", f"the local job runner could not end the job: {type(exc).__name__}: {exc}"
         self.finish(job, state, error, exit_code=rc)
 
-    def finish(self, job: Job, state: str, error: str | None, **fields: object) -> None:
+    async def wait(self, job: Job, rc: int) -> None:
+        assert job.proc is not None
         try:
-            write_status(job.dir, state=state, ended_at=time.time(), error=error, **fields)
+            # What the job left running ends with it, before its end is told: a retry never
+            # runs beside what is left of this attempt.
+            left = await asyncio.to_thread(process_tree.end, job.proc.pid)
+            if spec := job.request.get("sandbox"):
+                await asyncio.to_thread(sandbox.collect, spec)
+            state, error = self.outcome(job, rc, left)
+        except Exception as exc:  # its folder removed, say: the job still leaves the runner
+            state, error = "FAILED", f"the local job runner could not end the job: {type(exc).__name__}: {exc}"
+        self.finish(job, state, error, exit_code=rc)
+
+    def outcome(self, job: Job, rc: int, left: list[int]) -> tuple[str, str | None]:
+        """The job's end state and error, once none of its processes is left but ``left``."""
+        spec = job.request.get("sandbox")
+        if left:
+            return "FAILED", f"processes {left} of the job did not end after SIGKILL"
+        if job.stopped_because is not None:
+            return "FAILED", job.stopped_because
+        if spec and job.killed_at is None and (why := sandbox.launch_error(job.dir, rc, job.request["argv"])):
+            return "FAILED", why
+        return ending(job.dir, rc, job.killed_at is not None)
+
+    @staticmethod
+    def record(job: Job, **fields: object) -> None:
+        """A step of the job, written to its status.json."""
+        job.status.update(fields)
+        replace_status(job.dir, job.status)
+
+    def finish(self, job: Job, state: str, error: str | None, **fields: object) -> None:
+        """Write the job's end, free its slot, and notify, whatever of that can be done: a
+        job always leaves the runner (one left in ``jobs`` would keep it alive for ever)."""
+        try:
+            self.record(job, state=state, ended_at=time.time(), error=error, **fields)
+        except OSError as exc:
+            log.warning("could not write the end of job %s: %s", job.dir.name, exc)
         finally:
             if job.slot is not None:
                 job.slot.close()
                 job.slot = None
+                self.held -= 1
                 self.wake.set()  # a queued job may take the slot
             self.jobs.pop(job.dir.name, None)
             self.idle_since = time.monotonic()
-        if job.notify_url:  # urllib, three tries: off the loop
+        # Urllib, three tries: off the loop. A job whose folder is gone has nothing to tell
+        # (its reader finds no job), and would only hold the runner's exit.
+        if job.notify_url and job.dir.is_dir():
             self.spawn(asyncio.to_thread(notify, job.notify_url, job.dir.name, state))
 
     # -- watching --------------------------------------------------------------------
@@ -263,12 +347,18 @@ class Runner:
             await asyncio.sleep(HEARTBEAT_EVERY)
 
     async def until_idle(self) -> None:
-        while self.jobs or self.connections or time.monotonic() - self.idle_since < IDLE_EXIT:
+        while self.jobs or time.monotonic() - self.idle_since < IDLE_EXIT:
             await asyncio.sleep(1.0)
 
-    async def stop_all(self, failure: str | None = None) -> None:
+    async def folder_removed(self) -> None:
+        """Returns once the jobs folder is gone."""
+        while await asyncio.to_thread(self.jobs_dir.is_dir):
+            await asyncio.sleep(FOLDER_CHECK)
+
+    async def stop_all(self, failure: str | None = None, grace: float = KILL_GRACE) -> None:
         """The runner itself is stopping: asked to (SIGTERM), its jobs end KILLED, as a
-        supervisor's did; because it failed (``failure``), they end FAILED with the reason."""
+        supervisor's did; because it failed (``failure``), they end FAILED with the reason.
+        Their processes get ``grace`` seconds between SIGTERM and SIGKILL."""
         for job in list(self.jobs.values()):
             if job.proc is not None and job.proc.returncode is None:
                 job.killed_at, job.stopped_because = time.time(), failure
@@ -276,7 +366,7 @@ class Runner:
         for job in list(self.queue):
             self.finish(job, "FAILED" if failure else "KILLED", failure or "the local job runner was stopped")
         self.queue.clear()
-        deadline = time.monotonic() + KILL_GRACE
+        deadline = time.monotonic() + grace
         while any(j.proc is not None for j in self.jobs.values()) and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         for job in list(self.jobs.values()):
@@ -284,6 +374,36 @@ class Runner:
                 process_tree.signal_group(job.proc.pid, signal.SIGKILL)
         while any(j.proc is not None for j in self.jobs.values()) and time.monotonic() < deadline + 5.0:
             await asyncio.sleep(0.1)  # their waiters end what is left and write the final states
+
+
+class Handover(asyncio.Protocol):
+    """One executor's connection, kept for many jobs: a request per line, and a reply per
+    line in the same order; the lines that arrive together are answered in one write.
+    Taking a job does not wait, so a runner closing its connections loses no job it took
+    (docs/architecture.md, "The local job runner")."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.runner.clients.add(transport)
+
+    def data_received(self, data: bytes) -> None:
+        assert self.transport is not None
+        *lines, self.buffer = (self.buffer + data).split(b"\n")
+        if lines:
+            self.transport.write(b"".join(self.runner.take(line) for line in lines))
+        if len(self.buffer) > MAX_REQUEST:
+            self.transport.write(b"error the request is too long\n")
+            self.transport.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is not None:
+            self.runner.clients.discard(self.transport)
 
 
 def terminate(job: Job) -> None:
@@ -312,13 +432,13 @@ def take_lock(path: Path) -> IO[str] | None:
 
 
 async def serve(jobs_dir: Path, job_umask: int) -> int:
-    sock, lock_path, _ = address(jobs_dir)
+    sock, lock_path, log_path = address(jobs_dir)
     lock = take_lock(lock_path)
     if lock is None:
         return 0  # another runner serves this jobs folder
     runner = Runner(jobs_dir, job_umask)
     sock.unlink(missing_ok=True)  # a dead runner's
-    server = await asyncio.start_unix_server(runner.handle, path=str(sock))
+    server = await asyncio.get_running_loop().create_unix_server(lambda: Handover(runner), path=str(sock))
     os.chmod(sock, 0o600)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -326,7 +446,8 @@ async def serve(jobs_dir: Path, job_umask: int) -> int:
     workers = [asyncio.create_task(c) for c in (runner.dispatch(), runner.watch_kills(), runner.heartbeat())]
     idle = asyncio.create_task(runner.until_idle())
     stop = asyncio.create_task(stopping.wait())
-    await asyncio.wait([idle, stop, *workers], return_when=asyncio.FIRST_COMPLETED)
+    removed = asyncio.create_task(runner.folder_removed())
+    await asyncio.wait([idle, stop, removed, *workers], return_when=asyncio.FIRST_COMPLETED)
     failure = None
     for worker in workers:
         if worker.done():  # a loop of its own ended: a bug; its jobs fail with the reason
@@ -338,12 +459,21 @@ async def serve(jobs_dir: Path, job_umask: int) -> int:
     # starts another runner at once; slots are flocks, so the two never run too many.
     server.close()
     sock.unlink(missing_ok=True)
+    for client in list(runner.clients):  # an executor's next hand-over finds the next runner
+        client.close()
+    if removed.done():  # nothing names that folder now: its lock and log go too
+        for path in (lock_path, log_path):
+            path.unlink(missing_ok=True)
     lock.close()
-    if stopping.is_set() or failure:
+    if removed.done():
+        # Nothing of its jobs can be recorded any more, nor read: they are stopped at once.
+        log.warning("the jobs folder %s was removed: its jobs are stopped and the runner exits", jobs_dir)
+        await runner.stop_all("the jobs folder was removed", grace=0.0)
+    elif stopping.is_set() or failure:
         await runner.stop_all(failure)
-    while runner.jobs or runner.connections:  # taken in the instant before the server closed
+    while runner.jobs:  # taken in the instant before the server closed
         await asyncio.sleep(0.1)
-    for task in [*workers, idle, stop]:
+    for task in [*workers, idle, stop, removed]:
         task.cancel()
     if runner.tasks:  # notifications under way
         await asyncio.wait(list(runner.tasks), timeout=5)

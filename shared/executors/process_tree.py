@@ -46,6 +46,17 @@ def members(pgid: int) -> list[int]:
     return found
 
 
+def gone(pgid: int) -> bool:
+    """Whether no process of the group is left (a zombie counts: its reaper has yet to)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 def signal_group(pgid: int, sig: int, spare: int | None = None) -> None:
     """Send ``sig`` to every process of the group; ``spare``: one left out (a sandbox's
     own bwrap, whose end would SIGKILL the job at once, with no time to stop cleanly)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -37,6 +38,14 @@ async def ended(executor: LocalExecutor, job_id: str, timeout: float = 30.0) -> 
 
 def runner_pid(jobs: Path, job_id: str) -> int:
     return json.loads((jobs / job_id / "status.json").read_text())["runner"]
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 :].split()[0] not in (b"Z", b"X")
 
 
 async def test_two_action_managers_on_one_host_share_one_runner_and_every_job_notifies(
@@ -113,3 +122,48 @@ async def test_a_runner_that_dies_is_replaced_and_its_jobs_read_failed(
             os.kill(job_pid, signal.SIGKILL)  # the dead runner's job, left running
         except ProcessLookupError:
             pass
+
+
+async def test_a_runner_whose_jobs_folder_is_removed_stops_its_jobs_and_exits_at_once(
+    tmp_path: Path, notifications
+) -> None:
+    url, _ = notifications
+    jobs = tmp_path / "jobs"
+    executor = LocalExecutor(jobs, slots=1)
+    running = await executor.submit(synth_job(tmp_path, "long", 60.0, url))
+    await executor.submit(synth_job(tmp_path, "queued", 0.1, url))
+    async with asyncio.timeout(10):
+        while (await executor.status(running)).state != JobState.RUNNING:
+            await asyncio.sleep(0.05)
+    runner = runner_pid(jobs, running)
+    job_pid = json.loads((jobs / running / "status.json").read_text())["pid"]
+    _, lock, _ = address(jobs)
+    shutil.rmtree(jobs)
+    # Not after its idle time (30 s), and its job does not run on with nothing to record it.
+    async with asyncio.timeout(10):
+        while alive(runner) or alive(job_pid):
+            await asyncio.sleep(0.1)
+    assert not jobs.exists()  # never made again
+    assert not (tmp_path / "queued").exists()  # the queued job never ran
+    assert not lock.exists()
+
+
+async def test_an_executor_keeps_one_connection_and_reaches_the_next_runner_when_it_closes(
+    tmp_path: Path, notifications
+) -> None:
+    url, _ = notifications
+    jobs = tmp_path / "jobs"
+    executor = LocalExecutor(jobs)
+    first = await asyncio.gather(*(executor.submit(synth_job(tmp_path, f"a{i}", 0.0, url)) for i in range(8)))
+    assert all([(await ended(executor, j)).state == JobState.SUCCEEDED for j in first])
+    runner = runner_pid(jobs, first[0])
+    # Every job went over one connection: the runner's socket, and one taken from it.
+    sock, _, _ = address(jobs)
+    assert sum(line.endswith(f" {sock}") for line in Path("/proc/net/unix").read_text().splitlines()) == 2
+    os.kill(runner, signal.SIGTERM)  # as when it exits idle: it closes its connections
+    async with asyncio.timeout(10):
+        while alive(runner):
+            await asyncio.sleep(0.05)
+    later = await executor.submit(synth_job(tmp_path, "later", 0.0, url))
+    assert (await ended(executor, later)).state == JobState.SUCCEEDED
+    assert runner_pid(jobs, later) != runner
