@@ -61,10 +61,14 @@ async def test_two_action_managers_on_one_host_share_one_runner_and_every_job_no
     assert all(st.state == JobState.SUCCEEDED for st in states), [st.error for st in states]
     assert len({runner_pid(jobs, j) for j in ids}) == 1  # one runner for both managers
     assert not any((jobs / j / "supervisor.log").exists() for j in ids)  # no supervisor of its own
+    # A job still running a second after its start is announced RUNNING first (a 0.2 s
+    # job can take that long on a loaded machine): its end is what every job must tell.
     async with asyncio.timeout(10):
-        while len(got) < 16:
+        while len(ends := [g for g in got if g["status"] != "RUNNING"]) < 16:
             await asyncio.sleep(0.05)
-    assert sorted(g["jobId"] for g in got) == sorted(ids) and {g["status"] for g in got} == {"SUCCEEDED"}
+    assert sorted(g["jobId"] for g in ends) == sorted(ids) and {g["status"] for g in ends} == {"SUCCEEDED"}
+    for job_id in {g["jobId"] for g in got if g["status"] == "RUNNING"}:
+        assert [g["status"] for g in got if g["jobId"] == job_id] == ["RUNNING", "SUCCEEDED"]
     # The notification URL holds the callback secret: it was never written to a file.
     sock, _, _ = address(jobs)
     for folder in (jobs, sock.parent):
