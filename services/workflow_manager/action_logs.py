@@ -70,6 +70,10 @@ async def get_logs(ctx: Context, request: web.Request) -> web.StreamResponse:
     try:
         chunks = await ctx.executor.logs(job_id, q.stream, q.tail, q.follow)
     except LogsGone as exc:
+        if action.get("state") == A.SUBMITTED and attempt == action.get("attempt"):
+            # Claimed with the job id its executor names in advance, and the job not made
+            # yet (docs/state-machines.md): not started, rather than removed.
+            return error(404, f"attempt {attempt} of action {action_id} has not started yet")
         return error(410, f"the logs of attempt {attempt} of action {action_id} were removed: {exc}", type=LOGS_GONE)
     except Exception as exc:  # the cluster cannot be reached or refuses: not the caller's fault
         log.warning("reading the logs of job %s failed: %s", job_id, exc)

@@ -112,6 +112,33 @@ async def test_unknown_actions_attempts_and_actions_that_never_ran_are_404(syste
         assert status == 404 and says in body["detail"], body
 
 
+async def test_an_attempt_claimed_whose_job_is_not_made_yet_is_404_not_started_not_410(
+    system: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local executor names a job before it makes it, so the claim records its id
+    (docs/state-machines.md): between the two, the attempt's logs are not there because
+    it has not started, not because they were removed."""
+    executor = system.ctx.executor
+    submit = type(executor).submit
+    held, go = asyncio.Event(), asyncio.Event()
+
+    async def slow(self: Any, job: Any) -> str:
+        held.set()
+        await go.wait()
+        return await submit(self, job)
+
+    monkeypatch.setattr(type(executor), "submit", slow)
+    wf_id = (await system.submit(talk(f"gap-{uuid.uuid4().hex[:6]}")))["id"]
+    await asyncio.wait_for(held.wait(), 30)
+    action_id = f"{wf_id}.1"
+    status, body = await system.request("GET", f"/api/v1/actions/{action_id}/logs")
+    assert status == 404 and "attempt 1 of action" in body["detail"] and "has not started yet" in body["detail"], body
+    go.set()
+    assert (await system.wait(wf_id))["state"] == "SUCCEEDED"
+    status, _, text = await logs(system, action_id)
+    assert status == 200 and "gap-" in text
+
+
 async def test_bad_query_parameters_are_each_named_in_one_400(system: Api) -> None:
     wf = await system.run(talk(f"bad-{uuid.uuid4().hex[:6]}"))
     (a,) = wf["actions"]
