@@ -184,24 +184,12 @@ async def stale_leases(
     return await in_state(store, state, {"lease_at": {"$lt": before}}, fields, limit=limit)
 
 
-# A live state with fewer actions than this is counted from their ids (below).
-COUNT_BY_IDS = 16
-
-
 async def live_counts(store: Store, cap: int) -> dict[str, int]:
     """How many actions are in each live state, each counted up to ``cap``: one equality
-    on the state per state (index-served), never a scan of ended actions. A state's ids are
-    read first, ``COUNT_BY_IDS`` at most: most live states hold fewer, and that is the
-    count. Only a fuller state is counted by the store (an aggregate), because reading ids
-    grows with them (a second with 10,000 actions WAITING) while nx-27017 starts every
-    aggregate by counting the whole collection (milliseconds per 100,000 actions stored:
-    docs/performance.md, "A long history")."""
+    on the state per state (index-served), counted by the store, never a scan of ended
+    actions. (Reading their ids cost nx-27017 a second with 10,000 actions WAITING.)"""
     counts = {}
     for state in sorted(ACTION_LIVE):
-        few = [a async for a in store.actions.find({"state": str(state)}, {"_id": 1}).limit(COUNT_BY_IDS)]
-        if len(few) < COUNT_BY_IDS:
-            counts[str(state)] = len(few)
-            continue
         pipeline = [{"$match": {"state": str(state)}}, {"$limit": cap}, {"$count": "n"}]
         counts[str(state)] = sum([d["n"] async for d in await store.actions.aggregate(pipeline)])
     return counts
