@@ -1,7 +1,8 @@
 """Does Pingo stay as fast when its store holds a long history? The same measures on an
 empty store and on one that already holds ``--history`` actions (default 100 000).
 
-On one ``pingo dev`` server (embedded nx-27017, local executor), it measures:
+Two ``pingo dev`` servers run side by side (each its own embedded nx-27017, local
+executor): one on an empty store, one on a store seeded with the history. Each measure:
 
 1. the chain hop (a chain of ``--chain`` no-op actions; child start minus parent end,
    read as in benchmarks/peers.py: the birth time of each output folder);
@@ -9,21 +10,28 @@ On one ``pingo dev`` server (embedded nx-27017, local executor), it measures:
 3. idle CPU: the server's processes (the dev process, its embedded store, the job
    runner) over ``--idle`` seconds with nothing to do, as a share of one core.
 
-Then it writes the history straight into the store: copies of a finished 100-action
-workflow (ten chains of ten), each copy with its own workflow, action and dataset ids
-and lineage hashes, its datasets DELETED, as an installation's old runs are. Then the
-same three measures again, and the ratios (goal: hop and throughput within 1.25x, idle
-under 2 % of a core).
+The history is written straight into the store: copies of a finished 100-action workflow
+(ten chains of ten), each copy with its own workflow, action and dataset ids and lineage
+hashes, its datasets DELETED, as an installation's old runs are.
 
-    .venv/bin/python benchmarks/history.py [--history 100000] [--chain 50] [--independent 500] [--idle 20]
+The machine's load moves by half within a minute, so one measure of each side, one after
+the other, compares two moments as much as two stores. The sides are measured in turns
+(empty, full, full, empty, empty, full ...; ``--rounds`` measures each), and each figure
+is the median over a side's rounds (the hops of all its chains pooled): the ratio of those
+medians, with the machine's load (1-minute average) at each measure printed beside them
+(goal: every figure within 1.25x, idle under 2 % of a core).
+
+    .venv/bin/python benchmarks/history.py [--history 100000] [--rounds 4] [--chain 50] [--independent 500] [--idle 20]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
 import os
+import statistics
 import sys
 import time
 import uuid
@@ -52,12 +60,21 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-def measure(base: str, data: Path, chain_n: int, indep_n: int, idle: float, label: str) -> dict[str, float]:
+@dataclasses.dataclass
+class Measure:
+    hops: list[float]
+    per_second: float
+    idle_cpu: float
+    load: tuple[float, float]  # the 1-minute load average when it started and ended
+
+
+def measure(base: str, data: Path, chain_n: int, indep_n: int, idle: float, label: str) -> Measure:
+    load = os.getloadavg()[0]
     tag = uuid.uuid4().hex[:8]
     actions = [noop(f"hop-{tag}", i, i - 1 if i else None) for i in range(chain_n)]
     _, wf = run_workflow(base, data, f"chain-{tag}", actions, f"{label}: chain")
     by = {a["localId"]: a for a in wf["actions"]}
-    median, p90, p99 = hop_figures(hops(birth_times([Path(by[i]["outputPath"]) for i in range(chain_n)])))
+    chain_hops = hops(birth_times([Path(by[i]["outputPath"]) for i in range(chain_n)]))
     actions = [noop(f"noop-{tag}", i) for i in range(indep_n)]
     wall, _ = run_workflow(base, data, f"independent-{tag}", actions, f"{label}: independent")
     time.sleep(3.0)  # the last events and sweeps of the runs above
@@ -67,7 +84,22 @@ def measure(base: str, data: Path, chain_n: int, indep_n: int, idle: float, labe
     before, t0 = cpu_seconds(pids), time.monotonic()
     time.sleep(idle)
     busy = (cpu_seconds(pids) - before) / (time.monotonic() - t0)
-    return {"hop_median": median, "hop_p90": p90, "hop_p99": p99, "per_second": indep_n / wall, "idle_cpu": busy}
+    return Measure(chain_hops, indep_n / wall, busy, (load, os.getloadavg()[0]))
+
+
+def turns(rounds: int) -> list[str]:
+    """Which side each measure is of: E F F E E F F E ..., ``rounds`` of each, so that a
+    load drifting one way through the run weighs on both sides alike."""
+    return [("E", "F", "F", "E")[i % 4] for i in range(2 * rounds)]
+
+
+def figures(measures: list[Measure]) -> dict[str, float]:
+    median, p90, p99 = hop_figures([h for m in measures for h in m.hops])
+    return {
+        "hop_median": median, "hop_p90": p90, "hop_p99": p99,
+        "per_second": statistics.median(m.per_second for m in measures),
+        "idle_cpu": statistics.median(m.idle_cpu for m in measures),
+    }  # fmt: skip
 
 
 def template(db: Any) -> tuple[dict, list[dict], list[dict]]:
@@ -127,23 +159,32 @@ def seed(url: str, n: int) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--history", type=int, default=100_000, help="actions stored before the second measure")
+    ap.add_argument("--history", type=int, default=100_000, help="actions stored on the full side")
+    ap.add_argument("--rounds", type=int, default=4, help="measures of each side, taken in turns")
     ap.add_argument("--chain", type=int, default=50)
     ap.add_argument("--independent", type=int, default=500)
     ap.add_argument("--idle", type=float, default=20.0, help="seconds of idle CPU measured")
     args = ap.parse_args()
-    with dev_server() as (base, data):
+    with dev_server() as empty, dev_server() as full:
         tag = uuid.uuid4().hex[:8]
         shape = [
             noop(f"tpl-{tag}", c * TEMPLATE_LENGTH + i, c * TEMPLATE_LENGTH + i - 1 if i else None)
             for c in range(TEMPLATE_CHAINS)
             for i in range(TEMPLATE_LENGTH)
         ]
-        run_workflow(base, data, f"template-{tag}", shape, "template workflow")
-        empty = measure(base, data, args.chain, args.independent, args.idle, "empty store")
-        added = seed(EmbeddedMongo(data).url, args.history)
+        for side, (base, data) in (("empty", empty), ("full", full)):
+            run_workflow(base, data, f"template-{tag}", shape, f"{side} store: template workflow")
+        added = seed(EmbeddedMongo(full[1]).url, args.history)
         say(f"seeded {added} actions")
-        full = measure(base, data, args.chain, args.independent, args.idle, f"{added} actions stored")
+        taken: dict[str, list[Measure]] = {"E": [], "F": []}
+        for i, side in enumerate(turns(args.rounds)):
+            base, data = empty if side == "E" else full
+            label = f"[{i + 1}/{2 * args.rounds}] " + ("empty store" if side == "E" else f"{added} actions stored")
+            m = measure(base, data, args.chain, args.independent, args.idle, label)
+            say(f"{label}: hop median {statistics.median(m.hops) * 1000:.1f} ms, {m.per_second:.1f} jobs/s, "
+                f"idle {m.idle_cpu * 100:.1f} % of a core, load {m.load[0]:.1f} -> {m.load[1]:.1f}")  # fmt: skip
+            taken[side].append(m)
+    e, f = figures(taken["E"]), figures(taken["F"])
     rows = [
         ("chain hop, median (ms)", "hop_median", 1000),
         ("chain hop, p90 (ms)", "hop_p90", 1000),
@@ -154,9 +195,14 @@ def main() -> None:
     print(f"| measure | empty store | {added} actions stored | ratio |")
     print("|---|---|---|---|")
     for label, key, scale in rows:
-        ratio = full[key] / empty[key] if empty[key] else float("nan")
-        print(f"| {label} | {empty[key] * scale:.1f} | {full[key] * scale:.1f} | {ratio:.2f} |")
-    print(f"(one run each; {os.cpu_count()} cores)")
+        ratio = f[key] / e[key] if e[key] else float("nan")
+        print(f"| {label} | {e[key] * scale:.1f} | {f[key] * scale:.1f} | {ratio:.2f} |")
+    loads = {side: [x for m in ms for x in m.load] for side, ms in taken.items()}
+    print(
+        f"(medians of {args.rounds} measures a side, taken in turns {' '.join(turns(args.rounds))}; hops pooled; "
+        f"load {min(loads['E']):.1f}-{max(loads['E']):.1f} empty, {min(loads['F']):.1f}-{max(loads['F']):.1f} full; "
+        f"{os.cpu_count()} cores)"
+    )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import socket
 import uuid
 from typing import Any
 
-from shared.events import Event, EventType
+from shared.events import EventType
 from shared.lifecycle.curating import Curator
 from shared.lifecycle.deleting import Deleter
 from shared.lifecycle.reconciling import reconcile, sweep_orphans
@@ -56,18 +56,16 @@ class DatasetManager:
         self.tasks.append(asyncio.create_task(forever("expiry sweep", self.expire, self.expiry_ticker)))
         # Subscribed last: the loops run on their timers even while the broker is away
         # (events only wake them sooner).
-        await self.ctx.bus.subscribe(
+        # A finished action may have released the last claim on a marked dataset: a wake
+        # only (the scrape reads what to delete), neither decoded nor acknowledged.
+        await self.ctx.bus.wake(
             f"{self.settings.exchange}.{self.name}",
             [EventType.DATASET_MARKED.value, EventType.ACTION_FINISHED.value],
-            self.on_event,
+            self.work.poke,
         )
 
     async def stop(self) -> None:
         await cancel_all(self.tasks)
-
-    async def on_event(self, event: Event) -> None:
-        # A finished action may have released the last claim on a marked dataset.
-        self.work.poke()
 
     async def sweep(self) -> bool:
         await sweep_orphans(self.ctx.store, self.ctx.storage, self.settings.stale_after)

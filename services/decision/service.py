@@ -13,7 +13,7 @@ import socket
 import time
 import uuid
 
-from shared.events import Event, EventType
+from shared.events import EventType
 from shared.lifecycle.evicting import Evictor
 from shared.metrics import ACTIONS, ACTIONS_CAP
 from shared.runtime import Context
@@ -39,15 +39,13 @@ class DecisionService:
         self.tasks.append(asyncio.create_task(forever("decision", self.run_once, self.ticker)))
         # Subscribed last: the loops run on their timers even while the broker is away
         # (events only wake them sooner).
-        await self.ctx.bus.subscribe(
-            f"{self.settings.exchange}.{self.name}", [EventType.DATASET_STORED.value], self.on_event
+        # A wake only (the run reads the usage total), neither decoded nor acknowledged.
+        await self.ctx.bus.wake(
+            f"{self.settings.exchange}.{self.name}", [EventType.DATASET_STORED.value], self.ticker.poke
         )
 
     async def stop(self) -> None:
         await cancel_all(self.tasks)
-
-    async def on_event(self, event: Event) -> None:
-        self.ticker.poke()
 
     async def run_once(self) -> bool:
         lease = max(self.settings.decision_lease, 3 * self.settings.decision_interval)

@@ -1,6 +1,6 @@
 """The event bus port, with a RabbitMQ adapter and an in-process one."""
 
-from shared.bus.base import Bus, Handler, bind_type
+from shared.bus.base import Bus, Handler, Poke, bind_type
 from shared.bus.memory import topic_matches
 from shared.config import Settings
 
@@ -15,4 +15,4 @@ def make_bus(settings: Settings) -> Bus:
     return MemoryBus()
 
 
-__all__ = ["Bus", "Handler", "bind_type", "make_bus", "topic_matches"]
+__all__ = ["Bus", "Handler", "Poke", "bind_type", "make_bus", "topic_matches"]

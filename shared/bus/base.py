@@ -1,12 +1,14 @@
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from shared.errors import PingoError
 from shared.events import Event
 
 Handler = Callable[[Event], Awaitable[None]]
+# What a wake-only subscription calls for each event: nothing read, nothing awaited.
+Poke = Callable[[], None]
 
 
 # What a bus raises on purpose (shared/errors.py). Only ``start`` raises: events are hints.
@@ -36,11 +38,22 @@ class Bus(Protocol):
         in ``dropped``; the services' timers catch up with it.
         """
 
+    async def publish_many(self, events: Sequence[Event]) -> None:
+        """Publish several events in their order, as ``publish`` does each, with one wait
+        for the broker's confirms of them all (a group's ends, a submission's READY events)."""
+
     async def subscribe(self, queue: str, keys: list[str], handler: Handler) -> None:
         """Deliver events whose type matches one of ``keys`` (AMQP topic patterns) to ``handler``,
         whatever their owner and workflow: each is bound as ``bind_type(key)``.
 
         Replicas subscribing with the same ``queue`` name share its messages.
+        """
+
+    async def wake(self, queue: str, keys: list[str], poke: Poke) -> None:
+        """Call ``poke`` for each event whose type matches one of ``keys``, for a step that
+        only needs waking (its work does not depend on the event, and its timer catches up
+        with a wake lost): the event is neither decoded nor acknowledged, so a burst of
+        them costs the subscriber next to nothing. Replicas share ``queue`` as above.
         """
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Sequence
 
 from shared import logs
-from shared.bus.base import Handler, bind_type
+from shared.bus.base import Handler, Poke, bind_type
 from shared.events import Event
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ class MemoryBus:
         # Per queue, its keys bound (``bind_type``) and split into words: what a publish matches.
         self._bindings: dict[str, list[list[str]]] = {}
         self._handlers: dict[str, list[tuple[str | None, Handler]]] = defaultdict(list)
+        # Wake-only queues (``wake``): their pokes are called in the publish, no task made.
+        self._pokes: dict[str, list[Poke]] = defaultdict(list)
         self._next: dict[str, int] = defaultdict(int)
         self._tasks: set[asyncio.Task] = set()
         self.published: list[Event] = []
@@ -52,13 +55,24 @@ class MemoryBus:
         words = event.routing_key.split(".")
         for queue, bindings in self._bindings.items():
             if any(_matches(b, words) for b in bindings):
-                handlers = self._handlers[queue]
                 # Replicas on one queue share its messages, round robin, as on RabbitMQ.
-                i = self._next[queue] % len(handlers)
+                n = self._next[queue]
                 self._next[queue] += 1
+                if pokes := self._pokes.get(queue):
+                    try:
+                        pokes[n % len(pokes)]()
+                    except Exception:
+                        log.exception("waking on %s failed (the timers will catch up)", queue)
+                    continue
+                handlers = self._handlers[queue]
+                i = n % len(handlers)
                 task = asyncio.create_task(self._deliver(handlers[i], event))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+
+    async def publish_many(self, events: Sequence[Event]) -> None:
+        for event in events:
+            await self.publish(event)
 
     async def _deliver(self, handler: tuple[str | None, Handler], event: Event) -> None:
         service, handle = handler
@@ -69,7 +83,14 @@ class MemoryBus:
                 log.exception("handler failed on %s (the timers will catch up)", event.type)
 
     async def subscribe(self, queue: str, keys: list[str], handler: Handler) -> None:
-        self._queues[queue] = sorted(set(self._queues.get(queue, [])) | set(keys))
-        self._bindings[queue] = [bind_type(k).split(".") for k in self._queues[queue]]
+        self._bind(queue, keys)
         # With the subscriber's name: its handler's log lines are its own, not the publisher's.
         self._handlers[queue].append((logs.SERVICE.get(), handler))
+
+    async def wake(self, queue: str, keys: list[str], poke: Poke) -> None:
+        self._bind(queue, keys)
+        self._pokes[queue].append(poke)
+
+    def _bind(self, queue: str, keys: list[str]) -> None:
+        self._queues[queue] = sorted(set(self._queues.get(queue, [])) | set(keys))
+        self._bindings[queue] = [bind_type(k).split(".") for k in self._queues[queue]]

@@ -55,8 +55,6 @@ def _open_batch() -> set[str] | None:
 
 
 COLLECTIONS = {"action": "actions", "dataset": "datasets", "workflow": "workflows"}
-# Events published at once by one move of many documents (each waits for its broker confirm).
-PUBLISH_CONCURRENCY = 64
 # The moves whose effects concurrent winners apply together (``Mover.grouped``): an
 # action's success, the one end every action of a busy workflow makes.
 GROUPED: frozenset[tuple[str, str]] = frozenset({("action", A.FINISHED)})
@@ -192,12 +190,12 @@ class Mover:
             await self._publish(event_type, entity, doc, {**payload, **extra})
 
     async def _publish(self, event_type: EventType, entity: str, doc: Doc, payload: dict[str, Any]) -> None:
-        await self.bus.publish(
-            Event(
-                type=event_type, producer=self.producer, subject=subject(entity, doc),
-                payload=checked(event_type, payload),
-            )
-        )  # fmt: skip
+        await self.bus.publish(self._event(event_type, entity, doc, payload))
+
+    def _event(self, event_type: EventType, entity: str, doc: Doc, payload: dict[str, Any]) -> Event:
+        return Event(
+            type=event_type, producer=self.producer, subject=subject(entity, doc), payload=checked(event_type, payload)
+        )
 
     async def arrived(self, entity: str, docs: list[Doc]) -> None:
         """Documents just created in their initial state: the effects of arriving there."""
@@ -212,8 +210,15 @@ class Mover:
     ) -> None:
         if entity == "action":  # an attempt that ended frees its room in the budget
             await reserving.settle(self.store, docs, source, target)
+        # The events of every effect go out together, after their writes, with one wait for
+        # the broker's confirms (a success's action.running, action.finished and
+        # dataset.stored; a submission's hundreds of READY): published before any other
+        # move's (arrivals, the workflow's end), so their order holds.
+        events: list[Event] = []
         for effect in effects_of(entity, source, target):
             if effect.after_arrivals and arrivals:
+                await self.bus.publish_many(events)
+                events = []
                 await self.arrived("action", arrivals)
                 arrivals = None
             counted: dict[str, Doc | None] = {}  # each workflow as its count left it
@@ -232,21 +237,18 @@ class Mover:
                     counted[wf_id] = await wfs.count_open(self.store, wf_id, delta, now, held.get(wf_id))
             if not (effect.held and effect.open_delta):
                 await self._count(effect, docs)
-            events = [
-                (event_type, d, body)
+            events += [
+                self._event(event_type, entity, d, body)
                 for d in docs
                 for event_type, payload in effect.events
                 if (body := payload(d)) is not None
             ]
-            # Many at once (a submission makes hundreds of actions READY): each publish
-            # waits for its broker confirm, so they go out together, not one confirm apart.
-            for i in range(0, len(events), PUBLISH_CONCURRENCY):
-                await asyncio.gather(
-                    *(self._publish(t, entity, d, body) for t, d, body in events[i : i + PUBLISH_CONCURRENCY])
-                )
             if effect.settle:
+                await self.bus.publish_many(events)
+                events = []
                 for wf_id in dict.fromkeys(d["workflow_id"] for d in docs):
                     await self.settle(wf_id, seen=counted.get(wf_id))
+        await self.bus.publish_many(events)
         if arrivals:
             await self.arrived("action", arrivals)
 

@@ -168,6 +168,18 @@ async def serve(handler: object, sock: Path, lingering: Path) -> None:
             await asyncio.to_thread(thread.join, 5.0)
 
 
+def skip_unused_estimate() -> None:
+    """nx-27017 (neosqlite) starts every aggregate by counting the whole collection, only to
+    choose a memory-bounded path that needs the optional ``quez`` package; without it the
+    count is thrown away. It grows with the store (2 ms per 100,000 documents, on every
+    aggregate: the decision service's usage sums, the gauges, a workflow's settling), so
+    without ``quez`` the estimate is skipped (docs/performance.md, "A long history")."""
+    from neosqlite.collection import aggregation_cursor
+
+    if not aggregation_cursor.QUEZ_AVAILABLE:
+        aggregation_cursor.AggregationCursor._estimate_result_size = lambda self: 0  # type: ignore[method-assign]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m shared.store.embedded_server", description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", required=True, type=Path, help="one <db>.db SQLite file per database here")
@@ -192,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     # nx-27017 logs every command's reply at INFO in this mode: its own warnings are enough.
     logging.getLogger("nx_27017").setLevel(logging.WARNING)
     from neosqlite.options import JournalMode
+
+    skip_unused_estimate()
 
     from shared.store.embedded_commits import CommittingHandler
 

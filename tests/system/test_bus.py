@@ -39,7 +39,7 @@ async def buses(amqp_url: str):
     yield make, exchange
     for bus in made:
         await bus.close()
-    SHARED_DECLARED.bus(exchange, [f"{exchange}.{queue}" for queue in ("q", "shared", "broken")])
+    SHARED_DECLARED.bus(exchange, [f"{exchange}.{queue}" for queue in ("q", "shared", "broken", "wake")])
 
 
 async def test_events_round_trip_by_topic(buses) -> None:
@@ -57,6 +57,35 @@ async def test_events_round_trip_by_topic(buses) -> None:
     await collect(got, 2)
     await asyncio.sleep(0.3)
     assert [g.model_dump() for g in got] == [sent[0].model_dump(), sent[2].model_dump()]
+
+
+async def test_a_group_published_at_once_arrives_in_order_and_a_wake_pokes_per_event(buses) -> None:
+    """``publish_many`` (a group's events, one wait for their confirms) keeps their order; a
+    wake-only subscriber is poked once per event of its types, whatever the body."""
+    make, exchange = buses
+    pub, sub, waker = await make(), await make(), await make()
+    got: list[Event] = []
+    pokes: list[int] = []
+
+    async def handler(e: Event) -> None:
+        got.append(e)
+
+    await sub.subscribe(f"{exchange}.q", ["action.*"], handler)
+    await waker.wake(f"{exchange}.wake", ["action.finished", "dataset.stored"], lambda: pokes.append(1))
+    sent = [event(i, EventType.ACTION_FINISHED if i % 3 else EventType.DATASET_STORED) for i in range(150)]
+    await pub.publish_many(sent)
+    await collect(got, 100)
+    await collect(pokes, 150)
+    assert [g.payload["i"] for g in got] == [i for i in range(150) if i % 3]
+    # A body no Event decodes from still wakes it (nothing is decoded), and is not dead-lettered.
+    assert pub._exchange is not None
+    await pub._exchange.publish(aio_pika.Message(b"not json"), routing_key="dataset.stored._._")
+    await collect(pokes, 151)
+    # Not for an event of another type (action.ready), nor an unrouted one (action.submitted).
+    await pub.publish_many([event(1), event(2, EventType.ACTION_SUBMITTED)])
+    await collect(got, 101)
+    await asyncio.sleep(0.3)
+    assert len(pokes) == 151 and pub.dropped == 0
 
 
 async def test_replicas_share_one_queue(buses) -> None:

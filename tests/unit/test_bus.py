@@ -49,3 +49,20 @@ async def test_a_subscription_by_type_gets_that_type_of_every_workflow() -> None
     assert sorted(got, key=str) == sorted(["wf-a", "wf-b", None, None], key=str)
     # An event routed by its type alone (an older publisher) still matches a type binding.
     assert topic_matches("action.finished.#", "action.finished")
+
+
+async def test_memory_bus_wakes_per_matching_event_and_keeps_a_group_in_order() -> None:
+    bus = MemoryBus()
+    got: list[int] = []
+    pokes: list[str] = []
+
+    async def handler(e: Event) -> None:
+        got.append(e.payload["i"])
+
+    await bus.subscribe("q", ["action.ready"], handler)
+    await bus.wake("w", ["action.finished"], lambda: pokes.append("a"))
+    await bus.wake("w", ["action.finished"], lambda: pokes.append("b"))  # a replica: they share it
+    await bus.publish_many([event(i, EventType.ACTION_FINISHED if i % 2 else EventType.ACTION_READY) for i in range(8)])
+    await asyncio.sleep(0.05)
+    assert got == [0, 2, 4, 6]
+    assert sorted(pokes) == ["a", "a", "b", "b"]
