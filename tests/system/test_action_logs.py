@@ -19,6 +19,7 @@ import pytest
 from pingo.dev import all_services
 from shared.config import Settings
 from shared.runtime import Context, running
+from tests.support.submitters import hold_submitter
 from tests.support.system import Api, make_settings
 from tests.support.workflows import ROOT
 from tests.system import test_hadoop_system
@@ -118,25 +119,17 @@ async def test_an_attempt_claimed_whose_job_is_not_made_yet_is_404_not_started_n
     """The local executor names a job before it makes it, so the claim records its id
     (docs/state-machines.md): between the two, the attempt's logs are not there because
     it has not started, not because they were removed."""
-    executor = system.ctx.executor
-    submit = type(executor).submit
-    held, go = asyncio.Event(), asyncio.Event()
-
-    async def slow(self: Any, job: Any) -> str:
-        held.set()
-        await go.wait()
-        return await submit(self, job)
-
-    monkeypatch.setattr(type(executor), "submit", slow)
-    wf_id = (await system.submit(talk(f"gap-{uuid.uuid4().hex[:6]}")))["id"]
-    await asyncio.wait_for(held.wait(), 30)
+    word = f"gap-{uuid.uuid4().hex[:6]}"
+    held = hold_submitter(monkeypatch, system.ctx.executor, word)
+    wf_id = (await system.submit(talk(word)))["id"]
+    await asyncio.wait_for(held.reached.wait(), 30)
     action_id = f"{wf_id}.1"
     status, body = await system.request("GET", f"/api/v1/actions/{action_id}/logs")
     assert status == 404 and "attempt 1 of action" in body["detail"] and "has not started yet" in body["detail"], body
-    go.set()
+    held.release.set()
     assert (await system.wait(wf_id))["state"] == "SUCCEEDED"
     status, _, text = await logs(system, action_id)
-    assert status == 200 and "gap-" in text
+    assert status == 200 and f"{word} out 1" in text
 
 
 async def test_bad_query_parameters_are_each_named_in_one_400(system: Api) -> None:

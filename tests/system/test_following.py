@@ -21,6 +21,7 @@ from shared.store import datasets as ds
 from shared.store import workflows as wfs
 from tests.support.following import action, failed_runs, kill, logging_conf, producer_and_followers, running, runs
 from tests.support.following import sweep_member as shared_sweep_member
+from tests.support.submitters import hold_submitter
 from tests.support.system import Api
 from tests.support.workflows import decisions, shell_action
 
@@ -227,35 +228,22 @@ async def test_an_attempt_taken_back_from_a_submitter_slower_than_its_lease_neve
     A submitter that was only slow (a loaded machine) must not start that attempt's job
     after the next attempt's: two live attempts compute the dataset twice."""
     executor = system.ctx.executor
-    submit = type(executor).submit
-    late: dict[str, Any] = {}
 
-    async def slow(self: Any, job: Any) -> str:
-        if job.name != "slow-one" or late:
-            return await submit(self, job)
-        late["external_id"] = job.external_id
-        deadline = time.time() + 60
+    async def taken_back(job: Any) -> None:
         # Held until the poller took this attempt back and the next one was claimed.
+        deadline = time.time() + 60
         while (await acts.get(system.ctx.store, job.action_id, {"attempt": 1}))["attempt"] < 2:
             assert time.time() < deadline, "the attempt was never taken back from its slow submitter"
             await asyncio.sleep(0.05)
-        try:
-            late["job"] = await submit(self, job)
-        finally:
-            late["done"] = True
-        return late["job"]
 
-    monkeypatch.setattr(type(executor), "submit", slow)
+    late = hold_submitter(monkeypatch, executor, "slow-one", until=taken_back)
     log = tmp_path / "exec.log"
     wf = await system.run({"name": "slow", "actions": [logged(log, "slow-one")]})
     assert wf["state"] == "SUCCEEDED"
     assert [a["outcome"] for a in action(wf, 1)["attemptLog"]] == ["lost", "succeeded"]
-    deadline = time.time() + 30
-    while not late.get("done"):
-        assert time.time() < deadline, "the slow submitter never came back"
-        await asyncio.sleep(0.05)
-    assert "job" not in late  # its submit was refused: no job of the attempt taken back
-    assert await executor.find(late["external_id"]) is None
+    await late.until_done()
+    assert late.job is None  # its submit was refused: no job of the attempt taken back
+    assert await executor.find(late.external_id) is None
     assert runs(log, "slow-one") == 1
 
 
@@ -267,41 +255,28 @@ async def test_a_submitter_lost_between_the_claim_and_its_job_gets_its_attempt_r
     attempt whose job id no job has. The poller takes it back ``PINGO_STALE_AFTER`` later,
     the next attempt runs, and the lost submitter, if it ever comes back, starts nothing."""
     executor = system.ctx.executor
-    submit = type(executor).submit
-    lost: dict[str, Any] = {}
-    back = asyncio.Event()
+    seen: dict[str, Any] = {}
 
-    async def stuck(self: Any, job: Any) -> str:
-        if job.name != "lost-one" or lost:
-            return await submit(self, job)
+    async def look(self: Any, job: Any) -> None:
         doc = await acts.get(system.ctx.store, job.action_id, {"job_id": 1, "state": 1})
-        lost.update(external_id=job.external_id, recorded=doc, status=(await self.status(doc["job_id"])).state)
-        await back.wait()  # as good as dead until the test lets it go
-        try:
-            lost["job"] = await submit(self, job)
-        finally:
-            lost["done"] = True
-        return lost["job"]
+        seen.update(recorded=doc, status=(await self.status(doc["job_id"])).state)
 
-    monkeypatch.setattr(type(executor), "submit", stuck)
+    lost = hold_submitter(monkeypatch, executor, "lost-one", on_hold=look)  # as good as dead until let go
     log = tmp_path / "exec.log"
     wf = await system.run({"name": "lost", "actions": [logged(log, "lost-one")]})
     assert wf["state"] == "SUCCEEDED"
     # The claim recorded the job id, before any job had it.
-    assert lost["recorded"] == {
+    assert seen["recorded"] == {
         "_id": f"{wf['id']}.1",
         "state": "SUBMITTED",
-        "job_id": executor.job_id(lost["external_id"]),
+        "job_id": executor.job_id(lost.external_id),
     }
-    assert lost["status"] == "UNKNOWN"
+    assert seen["status"] == "UNKNOWN"
     assert [a["outcome"] for a in action(wf, 1)["attemptLog"]] == ["lost", "succeeded"]
-    back.set()
-    deadline = time.time() + 30
-    while not lost.get("done"):
-        assert time.time() < deadline, "the lost submitter never came back"
-        await asyncio.sleep(0.05)
-    assert "job" not in lost  # its submit was refused: the attempt taken back has no job
-    assert await executor.find(lost["external_id"]) is None
+    lost.release.set()
+    await lost.until_done()
+    assert lost.job is None  # its submit was refused: the attempt taken back has no job
+    assert await executor.find(lost.external_id) is None
     assert runs(log, "lost-one") == 1
 
 

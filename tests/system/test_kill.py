@@ -11,7 +11,6 @@ import signal
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pymongo import AsyncMongoClient, monitoring
@@ -26,6 +25,7 @@ from shared.storage import make_storage
 from shared.store.client import Store
 from shared.store.transitions import decode
 from tests.support.processes import marked, spawning_action
+from tests.support.submitters import hold_submitter
 from tests.support.system import Api, make_settings
 from tests.support.workflows import shell_action
 
@@ -181,38 +181,17 @@ async def test_a_kill_while_the_submitter_makes_the_job_ends_the_action_killed_a
     yet), so the submitter starts nothing and the action ends KILLED, its submitter not
     judged lost first (docs/state-machines.md, "Action")."""
     executor = system.ctx.executor
-    submit = type(executor).submit
-    held: dict[str, Any] = {}
-    go = asyncio.Event()
-
-    async def held_back(self: Any, job: Any) -> str:
-        if job.name != "doomed" or held:
-            return await submit(self, job)
-        held["external_id"] = job.external_id
-        await go.wait()
-        try:
-            held["job"] = await submit(self, job)
-        except Exception as exc:
-            held["refused"] = type(exc).__name__
-            raise
-        return held["job"]
-
-    monkeypatch.setattr(type(executor), "submit", held_back)
+    held = hold_submitter(monkeypatch, executor, "doomed")
     plan = await system.submit({"name": "doomed", "actions": [shell_action(1, "doomed", seconds=30)]})
-    deadline = time.time() + 30
-    while "external_id" not in held:
-        assert time.time() < deadline, "the action was never submitted"
-        await asyncio.sleep(0.05)
+    await asyncio.wait_for(held.reached.wait(), 30)  # the action was submitted
     status, _ = await system.request("POST", f"/api/v1/workflows/{plan['id']}/kill")
     assert status == 202
     wf = await wait_state(system, plan["id"], "KILLED", timeout=30)
     assert [a["state"] for a in wf["actions"]] == ["KILLED"]
-    go.set()
-    while "job" not in held and "refused" not in held:
-        assert time.time() < deadline, "the submitter never came back"
-        await asyncio.sleep(0.05)
-    assert held == {"external_id": held["external_id"], "refused": "JobFenced"}
-    assert await executor.find(held["external_id"]) is None
+    held.release.set()
+    await held.until_done()
+    assert held.job is None and held.refused == "JobFenced"
+    assert await executor.find(held.external_id) is None
 
 
 async def test_a_timed_out_job_leaves_no_process_and_its_retry_runs_alone(system: Api, tmp_path: Path) -> None:
