@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 from pingo.dev import all_services
 from shared.config import Settings
 from shared.runtime import Context, running
+from shared.store.client import Store, connect
 from shared.store.embedded import EmbeddedMongo
 from tests.support.brokers import SHARED_DECLARED, start_shared_broker
 from tests.support.system import AMQP_URL, DEFAULT_AMQP_URL, Api, Processes, make_settings
@@ -54,6 +56,16 @@ def mongo_url(tmp_path_factory: pytest.TempPathFactory) -> str:
             pytest.fail(f"nx-27017 did not start: {exc}")
     yield url
     server.stop()
+
+
+@pytest.fixture
+async def store(mongo_url: str) -> AsyncIterator[Store]:
+    """The store alone, on a database of the test's own (dropped after it): for tests of
+    the store's functions, with no service running."""
+    store = await connect(mongo_url, f"t_{uuid.uuid4().hex[:10]}")
+    yield store
+    await store.client.drop_database(store.db.name)
+    await store.close()
 
 
 @pytest.fixture

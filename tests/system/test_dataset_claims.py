@@ -5,22 +5,11 @@ decides, however out of date that read is (docs/performance.md, "Submitting").""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-
-import pytest
 
 from shared.store import datasets as ds
-from shared.store.client import Store, connect
+from shared.store.client import Store
 
 LINEAGE = {"name": "step", "command": ["true"]}
-
-
-@pytest.fixture
-async def store(mongo_url: str) -> AsyncIterator[Store]:
-    store = await connect(mongo_url, f"claims_{uuid.uuid4().hex[:8]}")
-    yield store
-    await store.client.drop_database(store.db.name)
-    await store.close()
 
 
 async def in_flight(store: Store) -> dict:

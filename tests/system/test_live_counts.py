@@ -4,22 +4,9 @@ long history")."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
-
-import pytest
-
 from shared.states import ACTION_LIVE
 from shared.store import actions as acts
-from shared.store.client import Store, connect
-
-
-@pytest.fixture
-async def store(mongo_url: str) -> AsyncIterator[Store]:
-    store = await connect(mongo_url, f"live_{uuid.uuid4().hex[:8]}")
-    yield store
-    await store.client.drop_database(store.db.name)
-    await store.close()
+from shared.store.client import Store
 
 
 async def test_each_live_state_is_counted_up_to_the_cap(store: Store) -> None:

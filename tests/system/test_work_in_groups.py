@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 
 import pytest
 
@@ -23,7 +23,7 @@ from shared.states import ActionState
 from shared.store import actions as acts
 from shared.store import datasets as ds
 from shared.store import stats
-from shared.store.client import Store, connect
+from shared.store.client import Store
 from shared.store.transitions import decode
 from tests.support.net import free_port
 from tests.support.system import Api
@@ -31,14 +31,6 @@ from tests.support.workflows import shell_action
 
 A = ActionState
 N = 40
-
-
-@pytest.fixture
-async def store(mongo_url: str) -> AsyncIterator[Store]:
-    store = await connect(mongo_url, f"ends_{uuid.uuid4().hex[:8]}")
-    yield store
-    await store.client.drop_database(store.db.name)
-    await store.close()
 
 
 async def running_workflow(store: Store, n: int, state: str = "RUNNING") -> str:
