@@ -150,7 +150,10 @@ class Runner:
         job = Job(job_dir, str(message.get("notify") or ""), {})
         self.jobs[name] = job
         try:
-            beat(job_dir)
+            # No heartbeat yet: until its first (``heartbeat``, within a second) a job is
+            # judged by its folder's age, so one that ends sooner never makes the file.
+            # Creating a file is the largest part of the runner's CPU per job where the
+            # file system makes it dear (docs/performance.md, "The job runner").
             self.record(job, state="PREP", submitted_at=time.time(), runner=os.getpid())
             job.request = json.loads((job_dir / "request.json").read_text())
             int(job.request["slots"])

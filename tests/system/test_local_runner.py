@@ -101,6 +101,26 @@ async def test_a_queued_job_is_killed_before_it_starts_and_frees_nothing_it_did_
     assert [(g["jobId"], g["status"]) for g in got if g["jobId"] == queued] == [(queued, "KILLED")]
 
 
+async def test_a_job_beats_from_its_first_second_on_and_reads_alive_before(tmp_path: Path, notifications) -> None:
+    """The runner makes no heartbeat file when it takes a job (a job that ends within a
+    second never needs one: docs/performance.md, "The job runner"); until its first beat
+    the job is judged by its folder's age, so it reads PREP, and one waiting or running
+    past a second has a fresh heartbeat."""
+    url, _ = notifications
+    jobs = tmp_path / "jobs"
+    executor = LocalExecutor(jobs, slots=1)
+    running = await executor.submit(synth_job(tmp_path, "running", 2.0, url))
+    queued = await executor.submit(synth_job(tmp_path, "queued", 0.1, url))
+    assert (await executor.status(queued)).state == JobState.PREP
+    async with asyncio.timeout(10):
+        while not all((jobs / j / "heartbeat").exists() for j in (running, queued)):
+            await asyncio.sleep(0.05)
+    assert (await executor.status(running)).state == JobState.RUNNING
+    assert (await executor.status(queued)).state == JobState.PREP
+    assert (await ended(executor, running)).state == JobState.SUCCEEDED
+    assert (await ended(executor, queued)).state == JobState.SUCCEEDED
+
+
 async def test_a_runner_that_dies_is_replaced_and_its_jobs_read_failed(
     tmp_path: Path, notifications, monkeypatch: pytest.MonkeyPatch
 ) -> None:
