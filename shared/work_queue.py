@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from typing import Generic, TypeVar
 
 from prometheus_client import Gauge
@@ -33,7 +33,11 @@ class WorkQueue(Generic[T]):
     ``work(item)`` does one. A scrape that found a full batch runs again at once.
     ``refill``: a full batch also leaves a backlog mark, and the workers poke the next
     scrape as soon as they have emptied half the queue, instead of waiting for the timer
-    (500 READY actions were otherwise taken a queue at a time, one interval apart)."""
+    (500 READY actions were otherwise taken a queue at a time, one interval apart).
+
+    Room in the queue is counted by ``free``: each queued item holds one unit, and so does
+    an item being claimed on its event (``room``), so a claim made there is queued at once
+    and the scrape never claims more than fits beside it."""
 
     def __init__(
         self,
@@ -63,6 +67,9 @@ class WorkQueue(Generic[T]):
         self.depth = depth
         # The last scrape found more than the queue had room for.
         self.backlog = False
+        # The queue's free room (see the class's docstring), and how many callers wait for some.
+        self.free = asyncio.Semaphore(size)
+        self.waiting = 0
 
     def start(self) -> list[asyncio.Task]:
         """The scraper's task and the workers'."""
@@ -76,12 +83,44 @@ class WorkQueue(Generic[T]):
 
     def has_room(self) -> bool:
         """A worker will take what is put now, without waiting for the queue to drain."""
-        return self.workers > 0 and self.queue.qsize() < self.queue.maxsize
+        return self.workers > 0 and not self.free.locked()
+
+    def may_wait(self) -> bool:
+        """A worker takes what is queued, and few enough callers wait for room already
+        (``room``): no more than the queue holds, so waiting stays bounded in memory
+        (an in-process bus delivers a submission's thousands of events at once)."""
+        return self.workers > 0 and self.waiting < self.queue.maxsize
+
+    @asynccontextmanager
+    async def room(self) -> AsyncIterator[Callable[[T], None]]:
+        """Room for one item claimed outside the scrape (on its event), waited for until a
+        worker takes an item if there is none, and kept while the item is claimed: what
+        comes back queues it (at once: the room is kept); not used, the room is given back.
+        An event that waits here rather than leaving its action to the scrape keeps the
+        claim of one guarded write, in groups (docs/performance.md, "Events per action")."""
+        self.waiting += 1
+        try:
+            await self.free.acquire()
+        finally:
+            self.waiting -= 1
+        queued = False
+
+        def put(item: T) -> None:
+            nonlocal queued
+            queued = True
+            self.queue.put_nowait(item)
+            self._count()
+
+        try:
+            yield put
+        finally:
+            if not queued:
+                self.free.release()
 
     async def put(self, item: T) -> None:
         """Queue an item claimed outside the scrape (on its event)."""
-        await self.queue.put(item)
-        self._count()
+        async with self.room() as put:
+            put(item)
 
     def _count(self) -> None:
         if self.depth is not None:
@@ -89,13 +128,21 @@ class WorkQueue(Generic[T]):
 
     async def scrape(self) -> bool:
         """Claim up to the queue's free room; True when a full batch was found (more may wait)."""
-        room = self.queue.maxsize - self.queue.qsize()
+        room = 0
+        while not self.free.locked():  # kept while claiming: an event's claim waits meanwhile
+            await self.free.acquire()  # at once: it is not locked
+            room += 1
         if room <= 0:
             self.backlog = True
             return False
-        claimed, found = await self.claim(room)
-        for item in claimed:
-            await self.queue.put(item)
+        claimed: list[T] = []
+        try:
+            claimed, found = await self.claim(room)
+            for item in claimed:
+                self.queue.put_nowait(item)
+        finally:
+            for _ in range(room - len(claimed)):
+                self.free.release()
         self._count()
         # A full batch found counts even if other replicas took some of it first:
         # otherwise this one would wait for its timer while work is still there.
@@ -105,6 +152,7 @@ class WorkQueue(Generic[T]):
     async def worker(self) -> None:
         while True:
             item = await self.queue.get()
+            self.free.release()
             self._count()
             if self.refill and self.backlog and self.queue.qsize() <= self.queue.maxsize // 2:
                 self.backlog = False

@@ -175,6 +175,14 @@ async def test_failing_action_fails_workflow_and_kills_descendants(processes: Pr
 @pytest.mark.settings(stale_after=60.0)
 async def test_two_action_managers_submit_each_action_once(processes: Processes) -> None:
     processes.start("action_manager", tag="action_manager_2")
+    # Subscribed before the READY events go out, so each manager is delivered a share: a
+    # manager whose queue is full holds its events rather than acknowledging them, and
+    # claims on them in groups, so one manager alone may take all 300 before a late one is up.
+    started = processes.logs / "action_manager_2.log"
+    deadline = time.time() + 60
+    while b"action_manager started" not in (started.read_bytes() if started.exists() else b""):
+        assert time.time() < deadline, "the second action manager did not start"
+        await asyncio.sleep(0.2)
     n = 300
     body = {"name": "wide", "actions": [shell_action(i, f"wide-{i}", size_kb=1) for i in range(n)]}
     wf = await processes.run(body, timeout=420)

@@ -94,3 +94,52 @@ async def test_an_item_claimed_on_its_event_is_queued_only_while_a_worker_can_ta
     assert work.has_room()
     await work.put(7)
     assert not work.has_room()
+
+
+async def test_an_event_finding_the_queue_full_waits_for_room_and_its_item_is_queued_at_once() -> None:
+    backlog = Backlog([])
+    gate = asyncio.Event()
+
+    async def slow(item: int) -> None:
+        await gate.wait()
+        backlog.done.append(item)
+
+    work = WorkQueue(
+        "full", size=1, workers=1, ticker=Ticker(NEVER), claim=backlog.claim, work=slow,
+        failed="doing %s failed", key=lambda i: i,
+    )  # fmt: skip
+    tasks = work.start()
+    try:
+        await work.put(1)  # taken by the one worker, which holds it until the gate opens
+        await work.put(2)  # fills the queue
+        assert not work.has_room() and work.may_wait()
+
+        async def on_event() -> None:
+            async with work.room() as put:
+                put(3)
+
+        waiting = asyncio.create_task(on_event())
+        await asyncio.sleep(0.05)
+        assert not waiting.done(), "no room yet: the event waits, its action not left to the scrape"
+        backlog.waiting = [9]
+        assert not await work.scrape(), "the scrape claims nothing while the queue is full"
+        assert backlog.waiting == [9]
+        gate.set()
+        await asyncio.wait_for(waiting, 30)
+        await asyncio.wait_for(work.queue.join(), 30)
+    finally:
+        await cancel_all(tasks)
+    assert backlog.done == [1, 2, 3]
+
+
+async def test_room_kept_for_a_claim_that_took_nothing_is_given_back_to_the_scrape() -> None:
+    backlog = Backlog([])
+    work = work_queue(backlog, interval=NEVER, refill=False, size=2)
+    async with work.room():
+        backlog.waiting = [5, 6, 7]
+        await work.scrape()
+        assert backlog.largest_claim == 1, "one unit of room is kept for the event's claim: one item fits beside it"
+        assert not work.has_room()
+    assert backlog.waiting == [6, 7]
+    assert work.has_room(), "the room the event did not use is the queue's again"
+    assert work.queue.qsize() == 1
