@@ -28,6 +28,14 @@ def _no_context(_: object) -> AbstractContextManager[object]:
     return nullcontext()
 
 
+# How many callers may wait for room per place in the queue. An event that waits keeps a
+# claim of one guarded write, in a group; one turned away leaves its action to the scrape
+# (four commands). Under `pingo dev` a submission of 500 delivers its 500 READY events at
+# once: with only as many waiting as the queue holds (64), 372 of them went to the scrape
+# (docs/performance.md, "A READY event waits for room"). A waiting event is a small task.
+WAITING_PER_ROOM = 16
+
+
 class WorkQueue(Generic[T]):
     """``claim(room)`` takes up to ``room`` items and says how many it found to take;
     ``work(item)`` does one. A scrape that found a full batch runs again at once.
@@ -87,9 +95,10 @@ class WorkQueue(Generic[T]):
 
     def may_wait(self) -> bool:
         """A worker takes what is queued, and few enough callers wait for room already
-        (``room``): no more than the queue holds, so waiting stays bounded in memory
-        (an in-process bus delivers a submission's thousands of events at once)."""
-        return self.workers > 0 and self.waiting < self.queue.maxsize
+        (``room``): at most ``WAITING_PER_ROOM`` times what the queue holds, so waiting
+        stays bounded in memory (an in-process bus delivers a submission's thousands of
+        events at once; RabbitMQ's prefetch holds far fewer)."""
+        return self.workers > 0 and self.waiting < WAITING_PER_ROOM * self.queue.maxsize
 
     @asynccontextmanager
     async def room(self) -> AsyncIterator[Callable[[T], None]]:
