@@ -240,6 +240,17 @@ def _sqoop_missing(classpath: str | None) -> str | None:
     return None
 
 
+def _fence_at(job_dir: Path) -> bool:
+    """Make the fence in place of the job folder ``job_dir`` (a plain file, made as
+    exclusively as the folder is: ``LocalExecutor._fence``). True if the job's folder was
+    made first (just now), False if it is fenced, now or before."""
+    try:
+        os.close(os.open(job_dir, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return job_dir.is_dir()
+    return False
+
+
 class LocalExecutor:
     name = "local"
     supports = frozenset(ActionType)
@@ -484,11 +495,7 @@ class LocalExecutor:
         if (found := self._find(external_id)) is not None:
             return found
         path = self.jobs_dir / job_name(external_id)
-        try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        except FileExistsError:
-            return path.name if path.is_dir() else None  # its job was made just now; or fenced before
-        return None
+        return path.name if _fence_at(path) else None
 
     def _find(self, external_id: str) -> str | None:
         job_id = job_name(external_id)
@@ -539,14 +546,8 @@ class LocalExecutor:
         await asyncio.to_thread(self._kill, self.jobs_dir / job_id)
 
     def _kill(self, job_dir: Path) -> None:
-        if not job_dir.is_dir():
-            try:
-                os.close(os.open(job_dir, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-                return
-            except FileExistsError:
-                if not job_dir.is_dir():
-                    return  # fenced before
-        (job_dir / "kill").touch(0o600)
+        if job_dir.is_dir() or _fence_at(job_dir):
+            (job_dir / "kill").touch(0o600)
 
     async def logs(
         self, job_id: str, stream: LogStream, tail: int | None = None, follow: bool = False
