@@ -294,19 +294,29 @@ async def claim_polls(store: Store, due: list[tuple[ActionDoc, float]], token: s
     }
 
 
+def _finish_lease(
+    action_id: str, job_id: str, token: str, now: float, lease: float
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The filter and update that take a finish lease: the job must still be the action's,
+    in flight, and no other lease younger than ``lease``."""
+    return (
+        {"_id": action_id, "state": {"$in": [str(A.SUBMITTED), str(A.RUNNING)]}, "job_id": job_id,
+         "finish_lease_at": {"$lt": now - lease}},
+        {"$set": {"finish_lease_at": now, "finish_lease_by": token}},
+    )  # fmt: skip
+
+
 async def take_finish_lease(store: Store, action: ActionDoc, token: str, now: float, lease: float) -> ActionDoc | None:
     """The right to finish a job's action (docs/state-machines.md, "Ending an action"):
     the action as it is now, to finish it from (its history left out: finishing never
     reads it), or None if another caller holds the lease or the job is no longer its."""
     return decode(
         await store.actions.find_one_and_update(
-            {"_id": action["_id"], "state": {"$in": [str(A.SUBMITTED), str(A.RUNNING)]}, "job_id": action["job_id"],
-             "finish_lease_at": {"$lt": now - lease}},
-            {"$set": {"finish_lease_at": now, "finish_lease_by": token}},
+            *_finish_lease(action["_id"], action["job_id"], token, now, lease),
             projection={"history": 0},
             return_document=ReturnDocument.AFTER,
         )
-    )  # fmt: skip
+    )
 
 
 async def take_finish_leases(
@@ -316,14 +326,7 @@ async def take_finish_leases(
     id, token), in one guarded write and one read by ``_id``: each action as it is now
     where its lease was taken with its token, else None (docs/performance.md, "Work in
     groups"). An action named twice (a repeated notification) is leased to one of its claims."""
-    ops = [
-        UpdateOne(
-            {"_id": aid, "state": {"$in": [str(A.SUBMITTED), str(A.RUNNING)]}, "job_id": job_id,
-             "finish_lease_at": {"$lt": now - lease}},
-            {"$set": {"finish_lease_at": now, "finish_lease_by": token}},
-        )
-        for aid, job_id, token in claims
-    ]  # fmt: skip
+    ops = [UpdateOne(*_finish_lease(aid, job_id, token, now, lease)) for aid, job_id, token in claims]
     if not ops or not (await store.actions.bulk_write(ops, ordered=False)).modified_count:
         return [None] * len(claims)
     found = {d["_id"]: d for d in await get_many(store, list(dict.fromkeys(c[0] for c in claims)), {"history": 0})}
