@@ -260,9 +260,7 @@ class Outcomes:
         await self.before_finished(committed)
         # What it read is free then (record_output struck it from producers).
         await ds.release(self.store, {h: {action["_id"]} for h in action.get("claims", [])}, set(), self.by, "finished")
-        done = await self.mover.action(
-            action["_id"], A.FINISHED, by=self.by, sources=[A.SUBMITTED, A.RUNNING], **self.finished_move(committed)
-        )
+        done = await self.move_finished(committed)
         if done is not None:
             await self.after_finished(committed, done, recorded)
         return done
@@ -318,6 +316,12 @@ class Outcomes:
         if c.changed and action.get("children"):  # before they may start: their outputs are tainted too
             await acts.note_input_changed(self.store, action["children"], c.changed)
         await self.ready_children(action, size=c.size)
+
+    async def move_finished(self, c: Committed) -> ActionDoc | None:
+        """A committed success's FINISHED move, alone (in flight: SUBMITTED or RUNNING)."""
+        return await self.mover.action(
+            c.action["_id"], A.FINISHED, by=self.by, sources=[A.SUBMITTED, A.RUNNING], **self.finished_move(c)
+        )
 
     def finished_move(self, c: Committed) -> dict[str, Any]:
         """The guard and fields of a committed success's FINISHED move (``Mover.action``'s)."""

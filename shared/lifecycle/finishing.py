@@ -140,9 +140,6 @@ async def _move_finished(outcomes: Outcomes, group: list[Committed]) -> list[Act
     for c in group:
         done = moved.get(c.action["_id"])
         if done is None:
-            done = await outcomes.mover.action(
-                c.action["_id"], A.FINISHED, by=outcomes.by, sources=[A.SUBMITTED, A.RUNNING],
-                **outcomes.finished_move(c),
-            )  # fmt: skip
+            done = await outcomes.move_finished(c)
         out.append(done)
     return out
