@@ -9,7 +9,6 @@ every state change rewrites the whole document.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,14 +29,10 @@ def definitions(store: Store) -> AsyncCollection:
     return store.db["workflow_definitions"]
 
 
-def derive(actions: list[dict[str, Any]], kill_requested: bool) -> WorkflowState | None:
-    """The workflow's final state once every action is terminal, else None. A workflow
-    with no actions has not ended: its actions were never written (or were undone)."""
-    return derive_counted(Counter(a["state"] for a in actions), kill_requested)
-
-
 def derive_counted(states: Mapping[str, int], kill_requested: bool) -> WorkflowState | None:
-    """``derive`` from how many actions are in each state (``actions.state_counts``)."""
+    """The workflow's final state once every action is terminal, else None, from how many
+    actions are in each state (``actions.state_counts``). A workflow with no actions has not
+    ended: its actions were never written (or were undone)."""
     present = {s for s, n in states.items() if n}
     if not present or any(s not in ACTION_TERMINAL for s in present):
         return None

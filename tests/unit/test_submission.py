@@ -3,10 +3,12 @@ the services: tests/system/test_submission.py)."""
 
 from __future__ import annotations
 
-from shared.store.workflows import derive
+from collections import Counter
+
+from shared.store.workflows import derive_counted
 
 
 def test_a_workflow_with_no_actions_has_not_ended() -> None:
-    assert derive([], kill_requested=False) is None
-    assert derive([], kill_requested=True) is None
-    assert derive([{"state": "FINISHED"}], kill_requested=False) == "SUCCEEDED"
+    assert derive_counted(Counter(), kill_requested=False) is None
+    assert derive_counted(Counter(), kill_requested=True) is None
+    assert derive_counted(Counter(["FINISHED"]), kill_requested=False) == "SUCCEEDED"
