@@ -42,7 +42,7 @@ from shared.store import datasets as ds
 from shared.store import inputs as seen_inputs
 from shared.store import workflows as wfs
 from shared.store.actions import ActionDoc
-from shared.store.records import ActionRecord, WorkflowRecord
+from shared.store.records import DEFAULT_RETRIES, ActionRecord, WorkflowRecord
 from shared.store.transitions import history_entry
 from shared.ticker import Heartbeat
 from shared.workflow_spec import ActionId, WorkflowSpec, id_order, masked_body
@@ -344,17 +344,20 @@ def action_document(
         state = A.WAITING if pending else A.READY
     else:
         state = {"stored": A.REUSED, "in_flight": A.FOLLOWING}.get(p.reason, A.SKIPPED)
+    # A field a fresh action holds at its default is not written (attempt_log,
+    # failed_attempts, submit_errors; force, owner, retries, timeout_seconds, expected_bytes
+    # unless set): every read takes its default (records.ActionRecord.of, ``.get`` in the
+    # engine), and nx-27017 encodes a third fewer nodes per action (docs/performance.md,
+    # "A big workflow").
     doc = ActionDoc(
         _id=f"{wf_id}.{a.id}",
         workflow_id=wf_id,
-        owner=owner,
         local_id=a.id,
         name=a.name,
         type=a.type.value,
         definition=a.definition(),
         hash=p.hash,
         managed=a.isManaged,
-        force=a.forceComputation,
         leaf=p.leaf,
         decision=p.decision,
         reason=p.reason,
@@ -371,16 +374,20 @@ def action_document(
         created_at=now,
         updated_at=now,
         attempt=0,
-        submit_errors=0,
-        retries=a.retries.model_dump(),
-        timeout_seconds=a.timeoutSeconds,
-        expected_bytes=a.expectedBytes,
-        failed_attempts=0,
-        attempt_log=[],
         secret=secrets.token_urlsafe(18) if computed else None,
         saved_seconds=0.0 if computed else saved_seconds,
-        followers=[],
+        followers=[],  # kept: what a follower's registration is checked against
     )
+    if owner is not None:
+        doc["owner"] = owner
+    if a.forceComputation:
+        doc["force"] = True
+    if (retries := a.retries.model_dump()) != DEFAULT_RETRIES:
+        doc["retries"] = retries
+    if a.timeoutSeconds is not None:
+        doc["timeout_seconds"] = a.timeoutSeconds
+    if a.expectedBytes is not None:
+        doc["expected_bytes"] = a.expectedBytes
     if p.reason == "in_flight":
         doc["follows"] = p.follows or f"{wf_id}.{p.follows_local}"
     doc.update(paths)  # type: ignore[typeddict-item]  # the checked folder and output paths
