@@ -355,7 +355,7 @@ def action_document(
         local_id=a.id,
         name=a.name,
         type=a.type.value,
-        definition=a.definition(),
+        definition=acts.stored_definition(a.definition()),
         hash=p.hash,
         managed=a.isManaged,
         leaf=p.leaf,

@@ -88,6 +88,8 @@ async def test_a_fresh_actions_defaults_are_not_stored_and_are_shown_all_the_sam
     unwritten = {"attempt_log", "failed_attempts", "submit_errors", "force", "owner", "retries",
                  "timeout_seconds", "expected_bytes"}  # fmt: skip
     assert unwritten.isdisjoint(first)
+    # Its definition without what the document holds already, or what is null (a SHELL action's mainClassName).
+    assert {"type", "name", "mainClassName"}.isdisjoint(first["definition"]) and first["definition"]["command"]
     assert (second["force"], second["retries"]["count"], second["timeout_seconds"], second["expected_bytes"]) == (
         True, 2, 30, 1000,
     )  # fmt: skip
