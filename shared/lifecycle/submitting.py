@@ -19,10 +19,12 @@ import posixpath
 import secrets
 import time
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from shared import logs
+from shared.collector import paused, run_paused
 from shared.config import Settings
 from shared.errors import PingoError
 from shared.hashing import workflow_hashes
@@ -510,7 +512,7 @@ class Submitter:
             if prints_of:
                 await seen_inputs.remember(self.store, prints_of)
         # Decoding a big plan is CPU work: in a worker thread, other requests are answered meanwhile.
-        return await asyncio.to_thread(decoded, written)
+        return await asyncio.to_thread(run_paused, decoded, written)
 
     async def plan_and_write(
         self, wf_id: str, body: dict[str, Any], spec: WorkflowSpec, paths: dict, prints: dict, owner: str | None
@@ -520,8 +522,9 @@ class Submitter:
         token = uuid.uuid4().hex
         # The CPU-heavy pure steps run in a worker thread: the event loop keeps answering
         # other requests meanwhile (the interpreter hands it the GIL every few ms), while a
-        # big workflow is planned (docs/performance.md, "A big workflow").
-        hashes = await asyncio.to_thread(workflow_hashes, spec, prints)
+        # big workflow is planned (docs/performance.md, "A big workflow"); with the garbage
+        # collector paused, which would otherwise walk their young objects again and again.
+        hashes = await asyncio.to_thread(run_paused, workflow_hashes, spec, prints)
         definition = definition_document(wf_id, body, spec, hashes, now)
         told = spec.webhooks if spec.webhooks or self.settings.webhooks else None  # docs/webhooks.md
         await wfs.insert(
@@ -536,7 +539,9 @@ class Submitter:
                 # Claims asked at once only when there is something stored to claim: with nothing
                 # known, no decision waits on the store, and one by one costs no task per action.
                 concurrency = PLANNING_CONCURRENCY if known else 1
-                planned = await plan(spec, hashes, gate, prints, concurrency=concurrency)
+                # With nothing known the plan is pure CPU (no store round trip): the collector paused.
+                with paused() if not known else nullcontext():
+                    planned = await plan(spec, hashes, gate, prints, concurrency=concurrency)
                 for p in planned.values():  # a cut-off lineage reused: its action reads its twin
                     if p.reason == "stored" and p.hash in gate.twins:
                         p.hash = gate.twins[p.hash]
@@ -551,7 +556,7 @@ class Submitter:
                     prepare_datasets(gate, planned, output_of),
                 )
                 docs = await asyncio.to_thread(
-                    action_documents, wf_id, spec, planned, paths, output_of, now, gate.known, owner
+                    run_paused, action_documents, wf_id, spec, planned, paths, output_of, now, gate.known, owner
                 )
                 await reserving.planned(store, docs, gate.known)  # what each start reserves
                 for d in docs:
