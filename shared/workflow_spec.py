@@ -536,10 +536,62 @@ def _string_problem(value: str) -> str | None:
     return None
 
 
+def _plain_text(value: str) -> bool:
+    """Whether ``_string_problem`` finds nothing in ``value``: ASCII without NUL, at once."""
+    return "\x00" not in value and (value.isascii() or _string_problem(value) is None)
+
+
+def _plain(body: Any, *, depth_only: bool = False) -> bool:
+    """Whether the document walks below (``too_deep``; unless ``depth_only``, also
+    ``document_violations`` and ``repeated_keys``) have nothing to report on ``body``.
+    One walk that builds no location: the common body pays no location string per node
+    (a 10,000-action workflow: three walks of 0.2 s each; docs/performance.md, "A big
+    workflow"). A body it refuses is walked again by them, to say what and where."""
+    if not isinstance(body, dict | list):
+        return depth_only or _plain_scalar(body)
+    stack: list[tuple[Any, int]] = [(body, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return False
+        if isinstance(value, dict):
+            if not depth_only and isinstance(value, RepeatedKeys):
+                return False
+            for k, v in value.items():
+                if not depth_only and not (isinstance(k, str) and _plain_text(k)):
+                    return False
+                if isinstance(v, dict | list):
+                    stack.append((v, depth + 1))
+                elif not depth_only and not _plain_scalar(v):
+                    return False
+        else:
+            for v in value:
+                if isinstance(v, dict | list):
+                    stack.append((v, depth + 1))
+                elif not depth_only and not _plain_scalar(v):
+                    return False
+    return True
+
+
+def _plain_scalar(value: Any) -> bool:
+    """Whether ``document_violations`` finds nothing in a scalar (as it judges each)."""
+    if isinstance(value, str):
+        return _plain_text(value)
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return INT64_MIN <= value <= INT64_MAX
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return True
+
+
 def too_deep(body: Any) -> Violation | None:
     """Where ``body`` first nests deeper than ``MAX_DEPTH`` containers, if it does.
 
     Iterative, so that it is safe on anything ``json.loads`` accepted."""
+    if _plain(body, depth_only=True):
+        return None
     stack: list[tuple[Any, str, int]] = [(body, "$", 1)]
     while stack:
         value, loc, depth = stack.pop()
@@ -642,8 +694,9 @@ def parse_workflow(
     so that checks against the installation can report on them in the same response."""
     if (deep := too_deep(body)) is not None:
         return None, [deep]
-    violations = document_violations(body)
-    repeated = repeated_keys(body)  # of the body as written: filling in parameters copies it
+    plain = _plain(body)  # the common body: neither walk below has anything to report
+    violations = [] if plain else document_violations(body)
+    repeated = [] if plain else repeated_keys(body)  # of the body as written: filling in parameters copies it
     violations += _secret_references(body)
     # Parameters are filled in before anything reads the workflow: hashes are of the filled-in
     # workflow (docs/planning.md, "Parameters").

@@ -43,6 +43,7 @@ from services.workflow_manager.views import (
     workflow_view,
 )
 from shared import strict_json
+from shared.collector import run_paused
 from shared.connections import CappedRunner
 from shared.lifecycle.curating import Curator
 from shared.lifecycle.previewing import preview
@@ -186,10 +187,10 @@ class WorkflowManager:
         if wf.kill_requested and wf.state == W.RUNNING:
             self.apply_kill(wf.id)  # killed while it was being planned
         # A big plan's view is CPU work: in a worker thread, other requests are answered meanwhile.
-        plan = await asyncio.to_thread(plan_view, wf, submitted.actions)
+        plan = await asyncio.to_thread(run_paused, plan_view, wf, submitted.actions)
         if not who.admin:  # an admin (anyone while users are off) is shown everything
             plan = await sharing.for_caller(self.ctx.store, plan, who)
-        response = await asyncio.to_thread(answer, plan, 201, {"Location": f"/api/v1/workflows/{wf.id}"})
+        response = await asyncio.to_thread(run_paused, answer, plan, 201, {"Location": f"/api/v1/workflows/{wf.id}"})
         if held is not None:
             await idempotency.remember(self.ctx, held, response)
         return response

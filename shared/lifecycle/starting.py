@@ -389,7 +389,7 @@ class Starter:
 
     def job_request(self, action: ActionDoc) -> JobRequest:
         """What the executor is asked to run for the attempt ``action`` records."""
-        definition = action["definition"]
+        definition = acts.definition_of(action)
         parameters = definition.get("configurationParameters", [])
         return JobRequest(
             action_id=action["_id"],

@@ -19,10 +19,12 @@ import posixpath
 import secrets
 import time
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from shared import logs
+from shared.collector import paused, run_paused
 from shared.config import Settings
 from shared.errors import PingoError
 from shared.hashing import workflow_hashes
@@ -42,7 +44,7 @@ from shared.store import datasets as ds
 from shared.store import inputs as seen_inputs
 from shared.store import workflows as wfs
 from shared.store.actions import ActionDoc
-from shared.store.records import ActionRecord, WorkflowRecord
+from shared.store.records import DEFAULT_RETRIES, ActionRecord, WorkflowRecord
 from shared.store.transitions import history_entry
 from shared.ticker import Heartbeat
 from shared.workflow_spec import ActionId, WorkflowSpec, id_order, masked_body
@@ -344,17 +346,20 @@ def action_document(
         state = A.WAITING if pending else A.READY
     else:
         state = {"stored": A.REUSED, "in_flight": A.FOLLOWING}.get(p.reason, A.SKIPPED)
+    # A field a fresh action holds at its default is not written (attempt_log,
+    # failed_attempts, submit_errors; force, owner, retries, timeout_seconds, expected_bytes
+    # unless set): every read takes its default (records.ActionRecord.of, ``.get`` in the
+    # engine), and nx-27017 encodes a third fewer nodes per action (docs/performance.md,
+    # "A big workflow").
     doc = ActionDoc(
         _id=f"{wf_id}.{a.id}",
         workflow_id=wf_id,
-        owner=owner,
         local_id=a.id,
         name=a.name,
         type=a.type.value,
-        definition=a.definition(),
+        definition=acts.stored_definition(a.definition()),
         hash=p.hash,
         managed=a.isManaged,
-        force=a.forceComputation,
         leaf=p.leaf,
         decision=p.decision,
         reason=p.reason,
@@ -371,16 +376,20 @@ def action_document(
         created_at=now,
         updated_at=now,
         attempt=0,
-        submit_errors=0,
-        retries=a.retries.model_dump(),
-        timeout_seconds=a.timeoutSeconds,
-        expected_bytes=a.expectedBytes,
-        failed_attempts=0,
-        attempt_log=[],
         secret=secrets.token_urlsafe(18) if computed else None,
         saved_seconds=0.0 if computed else saved_seconds,
-        followers=[],
+        followers=[],  # kept: what a follower's registration is checked against
     )
+    if owner is not None:
+        doc["owner"] = owner
+    if a.forceComputation:
+        doc["force"] = True
+    if (retries := a.retries.model_dump()) != DEFAULT_RETRIES:
+        doc["retries"] = retries
+    if a.timeoutSeconds is not None:
+        doc["timeout_seconds"] = a.timeoutSeconds
+    if a.expectedBytes is not None:
+        doc["expected_bytes"] = a.expectedBytes
     if p.reason == "in_flight":
         doc["follows"] = p.follows or f"{wf_id}.{p.follows_local}"
     doc.update(paths)  # type: ignore[typeddict-item]  # the checked folder and output paths
@@ -503,7 +512,7 @@ class Submitter:
             if prints_of:
                 await seen_inputs.remember(self.store, prints_of)
         # Decoding a big plan is CPU work: in a worker thread, other requests are answered meanwhile.
-        return await asyncio.to_thread(decoded, written)
+        return await asyncio.to_thread(run_paused, decoded, written)
 
     async def plan_and_write(
         self, wf_id: str, body: dict[str, Any], spec: WorkflowSpec, paths: dict, prints: dict, owner: str | None
@@ -513,8 +522,9 @@ class Submitter:
         token = uuid.uuid4().hex
         # The CPU-heavy pure steps run in a worker thread: the event loop keeps answering
         # other requests meanwhile (the interpreter hands it the GIL every few ms), while a
-        # big workflow is planned (docs/performance.md, "A big workflow").
-        hashes = await asyncio.to_thread(workflow_hashes, spec, prints)
+        # big workflow is planned (docs/performance.md, "A big workflow"); with the garbage
+        # collector paused, which would otherwise walk their young objects again and again.
+        hashes = await asyncio.to_thread(run_paused, workflow_hashes, spec, prints)
         definition = definition_document(wf_id, body, spec, hashes, now)
         told = spec.webhooks if spec.webhooks or self.settings.webhooks else None  # docs/webhooks.md
         await wfs.insert(
@@ -529,7 +539,9 @@ class Submitter:
                 # Claims asked at once only when there is something stored to claim: with nothing
                 # known, no decision waits on the store, and one by one costs no task per action.
                 concurrency = PLANNING_CONCURRENCY if known else 1
-                planned = await plan(spec, hashes, gate, prints, concurrency=concurrency)
+                # With nothing known the plan is pure CPU (no store round trip): the collector paused.
+                with paused() if not known else nullcontext():
+                    planned = await plan(spec, hashes, gate, prints, concurrency=concurrency)
                 for p in planned.values():  # a cut-off lineage reused: its action reads its twin
                     if p.reason == "stored" and p.hash in gate.twins:
                         p.hash = gate.twins[p.hash]
@@ -544,7 +556,7 @@ class Submitter:
                     prepare_datasets(gate, planned, output_of),
                 )
                 docs = await asyncio.to_thread(
-                    action_documents, wf_id, spec, planned, paths, output_of, now, gate.known, owner
+                    run_paused, action_documents, wf_id, spec, planned, paths, output_of, now, gate.known, owner
                 )
                 await reserving.planned(store, docs, gate.known)  # what each start reserves
                 for d in docs:

@@ -36,7 +36,9 @@ class ActionDoc(TypedDict, total=False):
     local_id: ActionId
     name: str
     type: str
-    definition: dict[str, Any]  # the submitted action as hashed (ActionSpec.definition())
+    # The submitted action as hashed (ActionSpec.definition()), without what the document
+    # holds already or what is None or empty (stored_definition): read it with definition_of.
+    definition: dict[str, Any]
     hash: str  # lineage hash: the dataset it produces
     managed: bool  # its output is a managed dataset
     force: bool  # forceComputation: computed even if stored
@@ -121,6 +123,23 @@ class ActionDoc(TypedDict, total=False):
     upstream_input_changed: list[dict[str, Any]]
     # Its output differs from its lineage's last commit: the checksums (ending.nondeterminism).
     nondeterministic: dict[str, Any]
+
+
+def stored_definition(definition: dict[str, Any]) -> dict[str, Any]:
+    """What an action document keeps of its definition (``ActionSpec.definition()``): not its
+    ``type`` and ``name`` (the document's own fields), nor a key holding None or an empty
+    list. Read back whole with ``definition_of`` (docs/performance.md, "A big workflow")."""
+    return {k: v for k, v in definition.items() if k not in _OWN and v is not None and v != []}
+
+
+def definition_of(action: ActionDoc) -> dict[str, Any]:
+    """An action's definition from its document (``stored_definition``): a key left out
+    reads as absent (None or [] through ``.get``); a document written whole reads as it is."""
+    return {"type": action["type"], "name": action["name"], **action["definition"]}
+
+
+# The definition's keys its action document holds already as its own fields.
+_OWN = frozenset({"type", "name"})
 
 
 def attempt_entry(

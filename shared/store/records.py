@@ -183,6 +183,11 @@ class AttemptRecord:
         )  # fmt: skip
 
 
+# An action's retry policy when its document has none: ``workflow_spec.RetryPolicy()``'s
+# fields, the policy its planning leaves unwritten (docs/state-machines.md, "Action").
+DEFAULT_RETRIES: dict[str, float] = {"count": 0, "delaySeconds": 10.0, "backoff": 2.0}
+
+
 @dataclass(slots=True)
 class ActionRecord(_History):
     """A stored action as the API shows it (the whole shape: ``actions.ActionDoc``); a field
@@ -236,12 +241,12 @@ class ActionRecord(_History):
         # Positional, in the fields' order (as WorkflowRecord.of).
         return cls(
             doc["_id"], get("workflow_id"), get("local_id"), get("name"), get("hash"), get("decision"), get("state"),
-            get("reason"), get("output_path"), get("follows"), get("type"), get("managed"), get("force"),
+            get("reason"), get("output_path"), get("follows"), get("type"), get("managed"), get("force", False),
             get("parent_local_ids", []), get("attempt", 0),
             tuple(AttemptRecord.of(r) for r in _pushed(doc, "attempt_log")), get("failed_attempts", 0),
-            get("retry_at"), get("retries"), get("timeout_seconds"), get("submit_errors", 0), get("job_id"),
-            get("created_at"), get("submitted_at"), get("started_at"), get("finished_at"), get("seconds"),
-            get("size"), get("error"), get("followers", []), get("successor"), get("takeover_of"),
+            get("retry_at"), get("retries", DEFAULT_RETRIES), get("timeout_seconds"), get("submit_errors", 0),
+            get("job_id"), get("created_at"), get("submitted_at"), get("started_at"), get("finished_at"),
+            get("seconds"), get("size"), get("error"), get("followers", []), get("successor"), get("takeover_of"),
             get("definition"), get("input_changed"), get("held"), get("expected_bytes"),
             get("miss", UNEXPLAINED), get("nondeterministic"), get("history"),
         )  # fmt: skip

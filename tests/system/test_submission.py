@@ -75,3 +75,28 @@ async def test_a_dead_planners_workflow_is_undone_and_what_it_took_released(syst
     assert (gone["state"], gone["producers"], gone["claims"]) == ("DELETED", [], [])
     status, body = await system.request("GET", f"/api/v1/workflows/{wf_id}")
     assert status == 200 and body["state"] == "FAILED"
+
+
+async def test_a_fresh_actions_defaults_are_not_stored_and_are_shown_all_the_same(system: Api) -> None:
+    # A 10,000-action plan writes every field of every action: those a fresh action holds at
+    # their default are left out (docs/performance.md, "A big workflow"), and read back as them.
+    plain = shell_action(1, "plain")
+    tuned = shell_action(2, "tuned", [1], forceComputation=True, retries={"count": 2, "delaySeconds": 1},
+                         timeoutSeconds=30, expectedBytes=1000)  # fmt: skip
+    plan = await system.submit({"name": "defaults", "actions": [plain, tuned]})
+    first, second = [await system.db.actions.find_one({"_id": a["id"]}) for a in plan["actions"]]
+    unwritten = {"attempt_log", "failed_attempts", "submit_errors", "force", "owner", "retries",
+                 "timeout_seconds", "expected_bytes"}  # fmt: skip
+    assert unwritten.isdisjoint(first)
+    # Its definition without what the document holds already, or what is null (a SHELL action's mainClassName).
+    assert {"type", "name", "mainClassName"}.isdisjoint(first["definition"]) and first["definition"]["command"]
+    assert (second["force"], second["retries"]["count"], second["timeout_seconds"], second["expected_bytes"]) == (
+        True, 2, 30, 1000,
+    )  # fmt: skip
+    shown = {a["localId"]: a for a in (await system.workflow(plan["id"]))["actions"]}
+    assert {k: shown[1][k] for k in ("attemptLog", "followers", "failedAttempts", "submitErrors")} == {
+        "attemptLog": [], "followers": [], "failedAttempts": 0, "submitErrors": 0,
+    }  # fmt: skip
+    assert (shown[1]["forceComputation"], shown[1]["timeoutSeconds"], shown[1]["expectedBytes"]) == (False, None, None)
+    assert shown[1]["retries"] == {"count": 0, "delaySeconds": 10.0, "backoff": 2.0}
+    assert (shown[2]["forceComputation"], shown[2]["retries"]["count"], shown[2]["timeoutSeconds"]) == (True, 2, 30)

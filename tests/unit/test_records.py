@@ -8,6 +8,7 @@ from dataclasses import fields
 from typing import Any
 
 from shared.store.records import ActionRecord, AttemptRecord, DatasetRecord, Move, WorkflowBrief, WorkflowRecord
+from shared.workflow_spec import RetryPolicy
 
 HISTORY = [{"state": "PLANNING", "at": 1.0, "by": "workflow_manager"}, {"state": "RUNNING", "at": 2.0, "note": "n"}]
 
@@ -65,3 +66,12 @@ def test_a_history_kept_as_json_text_reads_back_as_moves() -> None:
     """nx-27017 keeps $push-ed entries as JSON text (shared/store/transitions.py, decode)."""
     doc = {"_id": "h", "state": "STORED", "history": [json.dumps(h) for h in HISTORY]}
     assert [m.state for m in DatasetRecord.of(doc).history] == ["PLANNING", "RUNNING"]
+
+
+def test_an_action_without_its_retry_policy_reads_the_default_one() -> None:
+    # Its planning leaves the default policy unwritten (shared.lifecycle.submitting.action_document).
+    record = ActionRecord.of({"_id": "wf-1.1"})
+    assert record.retries == RetryPolicy().model_dump()
+    assert (record.force, record.failed_attempts, record.submit_errors, record.attempt_log, record.followers) == (
+        False, 0, 0, (), [],
+    )  # fmt: skip
