@@ -4,7 +4,8 @@ One long-lived process runs every local job of a jobs folder on this host, inste
 new Python interpreter per job (docs/architecture.md, "The local job runner"). It
 keeps the job folder protocol of the per-job supervisor (``local_job``) unchanged, so
 every reader (the poller, a kill request, another pod on the same volume) is the same:
-``status.json`` written atomically at each step, ``heartbeat`` touched every second while
+``status.json`` written atomically (a job without one reads PREP: it is written at the
+job's first second or its end, whichever comes first), ``heartbeat`` touched every second while
 the job waits or runs, a ``kill`` file asks it to stop, slots are flocks on the shared
 slot files, and the notification URL is called at the end, as Oozie would.
 
@@ -148,16 +149,19 @@ class Runner:
         if name != Path(name).name or name.startswith("."):
             return f"error not a job name: {name!r}"
         job_dir = self.jobs_dir / name
-        if name in self.jobs or (job_dir / "status.json").exists():
-            return "ok"  # handed over twice, or run already: the same job
+        # Handed over twice, or taken by a runner before (its output files are made before
+        # its process is started, its status.json at its first beat or its end): the same job.
+        if name in self.jobs or (job_dir / "status.json").exists() or (job_dir / "stdout.log").exists():
+            return "ok"
         job = Job(job_dir, str(message.get("notify") or ""), {})
         self.jobs[name] = job
         try:
-            # No heartbeat yet: until its first (``heartbeat``, within a second) a job is
-            # judged by its folder's age, so one that ends sooner never makes the file.
-            # Creating a file is the largest part of the runner's CPU per job where the
-            # file system makes it dear (docs/performance.md, "The job runner").
-            self.record(job, state="PREP", submitted_at=time.time(), runner=os.getpid())
+            # Neither a heartbeat nor a status.json yet: a job reads PREP without one, and
+            # until its first beat (within a second) it is judged by its folder's age, so
+            # one that ends sooner writes its status once, at its end. Creating a file is
+            # the largest part of the runner's CPU per job where the file system makes it
+            # dear (docs/performance.md, "The job runner").
+            job.status.update(state="PREP", submitted_at=time.time(), runner=os.getpid())
             job.request = json.loads((job_dir / "request.json").read_text())
             int(job.request["slots"])
             # Secret values come with the hand-over, in memory only (docs/planning.md, "Secret values").
@@ -236,7 +240,7 @@ class Runner:
         job.announce = asyncio.get_running_loop().call_later(START_NOTICE_AFTER, self.announce_start, job)
 
     def write_start(self, job: Job) -> None:
-        """Write the start of a job that still runs, once."""
+        """Write the start of a job that still runs, once (its first status.json)."""
         if job.start_written or job.proc is None or job.proc.returncode is not None or job.dir.name not in self.jobs:
             return
         self.record(job)
