@@ -270,8 +270,13 @@ def main() -> None:
         share = (busy1[0] - busy0[0]) / max(1e-9, busy1[1] - busy0[1])
         print(f"\n{m} independent no-op jobs: {m / wall:.1f} jobs/s; the machine's CPUs were {share:.0%} busy")
         report_cpu(cpu0, cpu1, m)
-        spread_rows = sum(spread_since <= r[0] <= spread_until for r in traced)
-        print(f"  store commands per action: {spread_rows / m:.2f}")
+        spread_rows = [r for r in traced if spread_since <= r[0] <= spread_until]
+        print(f"  store commands per action: {len(spread_rows) / m:.2f}")
+        # By sender too: under load the groups shrink or the scrape steps in, and this shows which.
+        spread_counts = collections.Counter((label(r[5]), r[3], r[4]) for r in spread_rows)
+        for (name, command, coll), count in spread_counts.most_common():
+            if count >= m / 50:
+                print(f"    {count / m:5.2f}  {name:48s} {command} {coll}")
     if args.plot:
         first = n // 2
         title = f"{args.hops} hops of a chain of no-op jobs ({where}); hop mean {mean_hop:.1f} ms"

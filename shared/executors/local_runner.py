@@ -4,7 +4,8 @@ One long-lived process runs every local job of a jobs folder on this host, inste
 new Python interpreter per job (docs/architecture.md, "The local job runner"). It
 keeps the job folder protocol of the per-job supervisor (``local_job``) unchanged, so
 every reader (the poller, a kill request, another pod on the same volume) is the same:
-``status.json`` written atomically at each step, ``heartbeat`` touched every second while
+``status.json`` written atomically (a job without one reads PREP: it is written at the
+job's first second or its end, whichever comes first), ``heartbeat`` touched every second while
 the job waits or runs, a ``kill`` file asks it to stop, slots are flocks on the shared
 slot files, and the notification URL is called at the end, as Oozie would.
 
@@ -107,6 +108,9 @@ class Job:
     announce: asyncio.TimerHandle | None = None
     # What its status.json holds: kept here, so each step writes it without reading it.
     status: dict[str, Any] = field(default_factory=dict)
+    # Whether its start (RUNNING, its pid and start time) is written yet: not before its
+    # first beat or start notice, so a job that ends sooner writes its status twice.
+    start_written: bool = False
     killed_at: float | None = None
     # Why the runner itself stopped the job, if it did (its end is FAILED with this).
     stopped_because: str | None = None
@@ -145,16 +149,19 @@ class Runner:
         if name != Path(name).name or name.startswith("."):
             return f"error not a job name: {name!r}"
         job_dir = self.jobs_dir / name
-        if name in self.jobs or (job_dir / "status.json").exists():
-            return "ok"  # handed over twice, or run already: the same job
+        # Handed over twice, or taken by a runner before (its output files are made before
+        # its process is started, its status.json at its first beat or its end): the same job.
+        if name in self.jobs or (job_dir / "status.json").exists() or (job_dir / "stdout.log").exists():
+            return "ok"
         job = Job(job_dir, str(message.get("notify") or ""), {})
         self.jobs[name] = job
         try:
-            # No heartbeat yet: until its first (``heartbeat``, within a second) a job is
-            # judged by its folder's age, so one that ends sooner never makes the file.
-            # Creating a file is the largest part of the runner's CPU per job where the
-            # file system makes it dear (docs/performance.md, "The job runner").
-            self.record(job, state="PREP", submitted_at=time.time(), runner=os.getpid())
+            # Neither a heartbeat nor a status.json yet: a job reads PREP without one, and
+            # until its first beat (within a second) it is judged by its folder's age, so
+            # one that ends sooner writes its status once, at its end. Creating a file is
+            # the largest part of the runner's CPU per job where the file system makes it
+            # dear (docs/performance.md, "The job runner").
+            job.status.update(state="PREP", submitted_at=time.time(), runner=os.getpid())
             job.request = json.loads((job_dir / "request.json").read_text())
             int(job.request["slots"])
             # Secret values come with the hand-over, in memory only (docs/planning.md, "Secret values").
@@ -182,7 +189,7 @@ class Runner:
                 job = self.queue[0]
                 if (job.dir / "kill").exists():
                     self.queue.popleft()
-                    self.finish(job, "KILLED", "killed before it started")
+                    self.killed_queued(job)
                     continue
                 if self.holds_all(job):
                     break
@@ -224,16 +231,30 @@ class Runner:
         finally:
             os.close(out)
             os.close(err)
-        self.record(job, state="RUNNING", pid=job.proc.pid, started_at=started)
+        # Its start is written at its first beat or start notice (``write_start``), with
+        # its end if it ends sooner: a status.json replacement less for most jobs, each a
+        # new file where file creation is the runner's dearest work (docs/performance.md,
+        # "The job runner"). Until then it reads PREP, judged alive by its folder's age.
+        job.status.update(state="RUNNING", pid=job.proc.pid, started_at=started)
         self.watch_exit(job)
-        if job.notify_url:
-            job.announce = asyncio.get_running_loop().call_later(START_NOTICE_AFTER, self.announce_start, job)
+        job.announce = asyncio.get_running_loop().call_later(START_NOTICE_AFTER, self.announce_start, job)
+
+    def write_start(self, job: Job) -> None:
+        """Write the start of a job that still runs, once (its first status.json)."""
+        if job.start_written or job.proc is None or job.proc.returncode is not None or job.dir.name not in self.jobs:
+            return
+        self.record(job)
+        job.start_written = True
 
     def announce_start(self, job: Job) -> None:
         """Tell the callback URL the job runs, if it still does ``START_NOTICE_AFTER`` on:
-        the callback checks with the executor and moves the action to RUNNING."""
+        the callback checks with the executor (so its start is written first) and moves
+        the action to RUNNING."""
         if job.proc is not None and job.proc.returncode is None and job.dir.name in self.jobs:
-            self.spawn(asyncio.to_thread(notify, job.notify_url, job.dir.name, "RUNNING"))
+            with contextlib.suppress(OSError):
+                self.write_start(job)
+            if job.notify_url:
+                self.spawn(asyncio.to_thread(notify, job.notify_url, job.dir.name, "RUNNING"))
 
     def watch_exit(self, job: Job) -> None:
         """Call ``exited`` once the job's process has ended: the loop watches a pidfd of it
@@ -321,6 +342,15 @@ class Runner:
         if job.notify_url and job.dir.is_dir():
             self.spawn(asyncio.to_thread(notify, job.notify_url, job.dir.name, state))
 
+    def killed_queued(self, job: Job) -> None:
+        """End a queued job whose kill was asked. The starts not written yet are written
+        first: whoever sees the queued job's end (often after a job it waited behind)
+        sees the running ones RUNNING."""
+        for other in list(self.jobs.values()):
+            with contextlib.suppress(OSError):
+                self.write_start(other)
+        self.finish(job, "KILLED", "killed before it started")
+
     # -- watching --------------------------------------------------------------------
 
     async def watch_kills(self) -> None:
@@ -340,12 +370,13 @@ class Runner:
                 last_queued = now
                 for job in [j for j in self.queue if (j.dir / "kill").exists()]:
                     self.queue.remove(job)
-                    self.finish(job, "KILLED", "killed before it started")
+                    self.killed_queued(job)
 
     async def heartbeat(self) -> None:
         while True:
             for job in list(self.jobs.values()):
                 with contextlib.suppress(OSError):
+                    self.write_start(job)  # a reader that finds its beat finds it RUNNING
                     beat(job.dir)
             await asyncio.sleep(HEARTBEAT_EVERY)
 

@@ -16,7 +16,7 @@ import pytest
 
 from shared.executors import local
 from shared.executors.base import JobRequest, JobState
-from shared.executors.local import LocalExecutor
+from shared.executors.local import LocalExecutor, job_name
 from shared.executors.local_runner import address
 from tests.support.workflows import JOBS
 
@@ -119,6 +119,26 @@ async def test_a_job_beats_from_its_first_second_on_and_reads_alive_before(tmp_p
     assert (await executor.status(queued)).state == JobState.PREP
     assert (await ended(executor, running)).state == JobState.SUCCEEDED
     assert (await ended(executor, queued)).state == JobState.SUCCEEDED
+
+
+async def test_a_job_a_dead_runner_was_starting_is_not_started_again(tmp_path: Path, notifications) -> None:
+    """A runner writes nothing when it takes a job (its status.json comes at its first
+    second or its end: docs/performance.md, "The job runner"), but it makes the job's
+    output files before its process: a job handed over again with its stdout.log there
+    (the runner died as it started it) is the same job, not started twice."""
+    url, _ = notifications
+    jobs = tmp_path / "jobs"
+    executor = LocalExecutor(jobs, slots=1)
+    taken = synth_job(tmp_path, "taken", 0.0, url)
+    job_id = job_name(taken.external_id)
+    assert executor._write_request(taken, jobs / job_id)
+    (jobs / job_id / "stdout.log").touch()  # what the dead runner left of its start
+    assert await executor._hand_to_runner(job_id, url, {})
+    later = await executor.submit(synth_job(tmp_path, "later", 0.0, url))
+    assert (await ended(executor, later)).state == JobState.SUCCEEDED
+    # One slot, oldest first: had it been started, it would have run before the later one.
+    assert not (tmp_path / "taken").exists()
+    assert (await executor.status(job_id)).state == JobState.PREP
 
 
 async def test_a_runner_that_dies_is_replaced_and_its_jobs_read_failed(
