@@ -110,6 +110,8 @@ class Job:
     killed_at: float | None = None
     # Why the runner itself stopped the job, if it did (its end is FAILED with this).
     stopped_because: str | None = None
+    # Whether its status.json was written yet: a job started at once is first written RUNNING.
+    written: bool = False
 
 
 class Runner:
@@ -118,6 +120,7 @@ class Runner:
         self.job_umask = job_umask
         self.jobs: dict[str, Job] = {}
         self.queue: deque[Job] = deque()
+        self.taken: list[Job] = []  # queued since the last start of queued jobs (``dispatch``)
         self.wake = asyncio.Event()
         self.held = 0  # slots its jobs hold
         self.idle_since = time.monotonic()
@@ -153,8 +156,11 @@ class Runner:
             # No heartbeat yet: until its first (``heartbeat``, within a second) a job is
             # judged by its folder's age, so one that ends sooner never makes the file.
             # Creating a file is the largest part of the runner's CPU per job where the
-            # file system makes it dear (docs/performance.md, "The job runner").
-            self.record(job, state="PREP", submitted_at=time.time(), runner=os.getpid())
+            # file system makes it dear (docs/performance.md, "The job runner"). Nor is its
+            # PREP written here: a job started at once is written RUNNING first (a folder
+            # without status.json reads PREP), and one left queued PREP (``dispatch``):
+            # one file less on a chain's hop (docs/performance.md, "A chain's hop").
+            job.status.update(state="PREP", submitted_at=time.time(), runner=os.getpid())
             job.request = json.loads((job_dir / "request.json").read_text())
             int(job.request["slots"])
             # Secret values come with the hand-over, in memory only (docs/planning.md, "Secret values").
@@ -163,6 +169,7 @@ class Runner:
             self.finish(job, "FAILED", f"the local job runner could not read the job: {type(exc).__name__}: {exc}")
             return "ok"
         self.queue.append(job)
+        self.taken.append(job)
         self.wake.set()
         return "ok"
 
@@ -200,6 +207,13 @@ class Runner:
                 except Exception as exc:  # the runner's own fault: this job fails, the others go on
                     log.exception("starting job %s failed", job.dir.name)
                     self.finish(job, "FAILED", f"the local job runner failed: {type(exc).__name__}: {exc}")
+            taken, self.taken = self.taken, []
+            for job in taken:  # not started at once: it waits for a slot, PREP, written so
+                if not job.written:
+                    try:
+                        self.record(job)
+                    except OSError as exc:  # its folder removed: ``folder_removed`` stops the runner
+                        log.warning("could not write job %s waiting: %s", job.dir.name, exc)
 
     def holds_all(self, job: Job) -> bool:
         """Whether this runner's jobs hold every slot ``job`` could take."""
@@ -300,6 +314,7 @@ class Runner:
         """A step of the job, written to its status.json."""
         job.status.update(fields)
         replace_status(job.dir, job.status)
+        job.written = True
 
     def finish(self, job: Job, state: str, error: str | None, **fields: object) -> None:
         """Write the job's end, free its slot, and notify, whatever of that can be done: a
