@@ -149,7 +149,7 @@ def read_trace(prefix: Path) -> list[tuple[float, float, int, str, str, str]]:
 
 def label(sender: str) -> str:
     """A command by what it is for: the Pingo function that asked (past the store and
-    move plumbing) and the store operation (``ending.succeed: record_output``)."""
+    move plumbing) and the store operation (``ending.record_output: record_output``)."""
     frames = [f.split(":") for f in sender.split(",")]
     plumbing = ("shared.store.transitions", "shared.lifecycle.moves")
     op = next((f for f in frames if f[0] not in plumbing), frames[0])
@@ -162,7 +162,7 @@ def label(sender: str) -> str:
 
 # Which part of a hop a command serves, by its label's start.
 ROLES = ["finishing the parent, readying the child", "claiming the child", "after the child started, or beside"]
-CRITICAL = ("service.on_callback", "actions.take_finish_lease", "datasets.get", "ending.succeed: record_output",
+CRITICAL = ("service.on_callback", "actions.take_finish_lease", "datasets.get", "ending.record_output",
             "ending.ready_children")  # fmt: skip
 STARTING = ("starting.claim_attempt", "starting.inputs_ready")
 

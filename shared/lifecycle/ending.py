@@ -82,6 +82,23 @@ def may_be_followed(done: ActionDoc, recorded: dict[str, Any] | None) -> bool:
     return bool(recorded.get("unlisted_followers"))
 
 
+def ready_beside(c: Committed, output: ds.Output) -> bool:
+    """Whether a success's children may be readied while its dataset is recorded rather
+    than after: unless their start reads what the record writes. A twin (an earlier
+    lineage's identical output) is what their early cutoff reads; a reservation is
+    settled with the record, before they reserve (``reserving.committed``); an input that
+    changed is noted on them first. A dataset its children claim is not deleted, so the
+    record is not deferred once they are ready (docs/state-machines.md, "Ending an action")."""
+    return output.twin is None and not c.action.get("reservation") and not c.changed
+
+
+def _retrieved(asked: asyncio.Future[Any]) -> None:
+    """A status asked beside a finish lease and not used (``Outcomes.finish_notified``):
+    its failure, if any, is read here, so that asyncio does not report it as lost."""
+    if not asked.cancelled():
+        asked.exception()
+
+
 @dataclass
 class Committed:
     """A success whose output is committed and checked, on its way to FINISHED: what the
@@ -181,20 +198,28 @@ class Outcomes:
         """The end of a job whose notification carried a valid token (``shared.callback_tokens``),
         finished without reading the action first: the finish lease, guarded by the job id
         the notification names, reads it, and the signed ``dataset`` is read beside it;
-        only then is the executor asked. False if it was not finished so (no lease: the job
-        id is not recorded yet, or not this action's; its job was handed to a follower; the
-        job has not ended): the caller reads the action and checks it as before."""
+        the executor is asked meanwhile, and its answer counts once the lease is taken.
+        False if it was not finished so (no lease: the job id is not recorded yet, or not
+        this action's; its job was handed to a follower; the job has not ended): the
+        caller reads the action and checks it as before."""
         claimed = ActionDoc(_id=action_id, job_id=job_id, managed=dataset is not None, hash=dataset)
-        leased, token, current = await self.lease(claimed, succeeded)
-        if leased is None:
-            return False
+        # Asked beside the lease rather than after it: a chain's hop waits for one file
+        # read in a worker thread less (docs/performance.md, "A chain's hop").
+        asked = asyncio.ensure_future(self.executor.status(job_id))
+        asked.add_done_callback(_retrieved)
         status = None
         try:
-            if not leased.get("job_handed_to") and (dataset is None or leased.get("hash") == dataset):
-                status = await self.executor.status(job_id)
-        finally:  # the executor away, or nothing to finish: the lease goes back at once
-            if status is None or status.state not in ENDED:
-                await acts.drop_finish_lease(self.store, action_id, token)
+            leased, token, current = await self.lease(claimed, succeeded)
+            if leased is None:
+                return False
+            try:
+                if not leased.get("job_handed_to") and (dataset is None or leased.get("hash") == dataset):
+                    status = await asked
+            finally:  # the executor away, or nothing to finish: the lease goes back at once
+                if status is None or status.state not in ENDED:
+                    await acts.drop_finish_lease(self.store, action_id, token)
+        finally:
+            asked.cancel()  # its answer unused (no lease, or not this job's to finish): not waited for
         if status is None or status.state not in ENDED:
             return False
         await self.finish(leased, status, token, current if leased.get("managed") else None)
@@ -252,12 +277,18 @@ class Outcomes:
         action = committed.action
         recorded = None
         if action.get("managed"):
+            output = await self.output_of(committed)
             try:
-                recorded = await self.record_dataset(committed)
+                if ready_beside(committed, output):
+                    recorded = await self.record_and_ready(committed, output)
+                else:
+                    recorded = await self.record_output(committed, output)
+                    await self.before_finished(committed)
             except ds.Deferred:
                 log.info("%s: dataset is being deleted; committing after it is gone", action["_id"])
                 return None
-        await self.before_finished(committed)
+        else:
+            await self.before_finished(committed)
         # What it read is free then (record_output struck it from producers).
         await ds.release(self.store, {h: {action["_id"]} for h in action.get("claims", [])}, set(), self.by, "finished")
         done = await self.move_finished(committed)
@@ -363,12 +394,26 @@ class Outcomes:
             log.warning("%s: made from input(s) that changed while it ran: %s", action["_id"], changed)
         return changed
 
-    async def record_dataset(self, c: Committed) -> dict[str, Any] | None:
-        """Record a managed action's committed output in its dataset, count its real size,
-        and flag a lineage whose output differs; the dataset as recorded. Raises
+    async def record_output(self, c: Committed, output: ds.Output) -> dict[str, Any] | None:
+        """Record a managed action's committed ``output`` in its dataset, count its real
+        size, and flag a lineage whose output differs; the dataset as recorded. Raises
         ``ds.Deferred`` while it is being deleted."""
-        recorded = await (await self.output_of(c)).record(self.store, self.by)
+        recorded = await output.record(self.store, self.by)
         await self.recorded(c)
+        return recorded
+
+    async def record_and_ready(self, c: Committed, output: ds.Output) -> dict[str, Any] | None:
+        """``record_output`` and ``before_finished`` at once, where the children's start
+        reads nothing the record writes (``ready_beside``): the two writes are sent
+        together, and a chain's hop waits for one round trip less (docs/performance.md,
+        "A chain's hop"). Both are done before either's failure is raised, as in turn."""
+        recorded, readied = await asyncio.gather(
+            self.record_output(c, output), self.before_finished(c), return_exceptions=True
+        )
+        for outcome in (recorded, readied):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        assert not isinstance(recorded, BaseException)
         return recorded
 
     async def output_of(self, c: Committed) -> ds.Output:
