@@ -87,9 +87,18 @@ def ready_beside(c: Committed, output: ds.Output) -> bool:
     than after: unless their start reads what the record writes. A twin (an earlier
     lineage's identical output) is what their early cutoff reads; a reservation is
     settled with the record, before they reserve (``reserving.committed``); an input that
-    changed is noted on them first. A dataset its children claim is not deleted, so the
-    record is not deferred once they are ready (docs/state-machines.md, "Ending an action")."""
-    return output.twin is None and not c.action.get("reservation") and not c.changed
+    changed is noted on them first. And a dataset seen being deleted (or not seen) may
+    defer the record (``ds.Deferred``): its files may go, so its children wait for it. One
+    seen otherwise cannot start being deleted meanwhile, since its producer and its
+    children's claims hold it (docs/state-machines.md, "Ending an action")."""
+    seen = output.seen
+    return (
+        output.twin is None
+        and not c.action.get("reservation")
+        and not c.changed
+        and seen is not None
+        and seen.get("state") not in DATASET_BEING_DELETED
+    )
 
 
 def _retrieved(asked: asyncio.Future[Any]) -> None:
