@@ -4,14 +4,20 @@ each document was committed alone, on the real server over its socket."""
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import bson
 import pytest
+from nx_27017.handler import NeoSQLiteHandler
+from nx_27017.wire_protocol import ResponseBuilder
 from pymongo import AsyncMongoClient, UpdateOne
 from pymongo.errors import BulkWriteError
 
 from shared.store.embedded import EmbeddedMongo
+from shared.store.embedded_commits import CommittingHandler
 
 
 @pytest.fixture
@@ -50,3 +56,57 @@ async def test_a_write_of_many_documents_keeps_each_documents_outcome(client: As
     assert (await things.delete_many({"moved": True})).deleted_count == 100
 
     assert await things.count_documents({}) == 300 - 100 + 3
+
+
+def _insert_everywhere(commands: list[dict[str, Any]], data: Path) -> tuple[list[bytes], list[tuple]]:
+    """Each insert command through nx-27017's own handler and through the embedded
+    server's, as the server receives them (decoded from BSON): their encoded replies, and
+    the rows each stored."""
+    out = []
+    for name, handler_class in (("nx", NeoSQLiteHandler), ("ours", CommittingHandler)):
+        handler = handler_class("nx-27017.db", data_dir=str(data / name), single_db_compat=False)
+        replies = []
+        for i, (body, documents) in enumerate(commands):
+            sections = [("body", bson.decode(bson.encode(body)))]
+            if documents:
+                sections.append(("payload", {"documents": [bson.decode(bson.encode(d)) for d in documents]}))
+            _, reply = handler.handle_insert({"request_id": i, "sections": sections})
+            replies.append(ResponseBuilder.build_op_msg_reply(request_id=i, response_to=i, document=reply))
+        rows = list(handler.get_database("pingo").db.execute("SELECT id, _id, data FROM things ORDER BY id"))
+        handler.close_all()
+        out.append((replies, rows))
+    assert out[0][0] == out[1][0]  # the same answers...
+    assert out[0][1] == out[1][1]  # ...and the same rows
+    return out[1]
+
+
+def test_an_insert_stores_and_answers_what_nx_27017_does(tmp_path: Path) -> None:
+    """The embedded server inserts a command's documents without copying them
+    (``shared/store/embedded_inserts.py``): the same rows and answers as nx-27017's own
+    insert, whatever the documents hold."""
+    oid, when = bson.ObjectId(), datetime.datetime(2026, 11, 27, 19, 50, 1, 123000)
+    body = {"insert": "things", "ordered": True, "$db": "pingo"}
+    documents = [
+        {"_id": oid, "ref": bson.ObjectId(), "refs": [bson.ObjectId(), {"deep": [bson.ObjectId()]}]},
+        {"_id": "wf-1.2", "at": when, "big": bson.Int64(2**40), "f": 1.5, "text": "é ü \u2603", "empty": []},
+        {"_id": 7, "raw": b"\x00\x01bytes", "uuid": bson.Binary(b"0123456789abcdef", 4), "nested": {"b": [b"x"]}},
+        {"_id": {"wf": "w", "ref": bson.ObjectId()}, "none": None, "flag": False, "id": 0},
+        {"n": 1, "_id": "last-key-first"},
+    ]
+    replies, rows = _insert_everywhere(
+        [
+            (body, documents),
+            # A document inside the command's body, not in a payload.
+            ({**body, "documents": [{"_id": "in-body", "x": [1, {"y": 2}]}]}, []),
+            # A duplicate key: an ordered insert stops there; an unordered one goes on.
+            (body, [{"_id": "dup-1"}, {"_id": 7}, {"_id": "dup-2"}]),
+            ({**body, "ordered": False}, [{"_id": "dup-3"}, {"_id": 7}, {"_id": "dup-4"}]),
+            # What JSON cannot hold: NaN (not valid JSON for SQLite), a type neosqlite cannot encode.
+            ({**body, "ordered": False}, [{"_id": "nan", "x": float("nan")}, {"_id": "re", "x": bson.Regex("a")}]),
+        ],
+        tmp_path,
+    )
+    stored = {row[1] for row in rows}
+    assert {str(oid), "wf-1.2", "7", "in-body", "dup-1", "dup-3", "dup-4"} <= stored
+    assert "dup-2" not in stored and "nan" not in stored and "re" not in stored
+    assert b"writeErrors" in replies[2] and b"writeErrors" in replies[4]
