@@ -44,6 +44,7 @@ LINGERING = "nx-27017.lingering"  # in the data dir while a server asked to stop
 IDLE_GRACE = 0.3  # seconds without a connection before a server asked to stop does stop
 SOCKET_NAME = "nx-27017.sock"  # PyMongo takes a host ending in ".sock" for a Unix socket
 MAX_SOCKET_PATH = 107  # bytes: sun_path holds 108 with the terminating NUL
+ID_COLUMN_SEEN = "_pingo_id_column"  # where a neosqlite Collection remembers its _id column
 
 
 def socket_path(mongo_dir: Path) -> Path:
@@ -180,6 +181,28 @@ def skip_unused_estimate() -> None:
         aggregation_cursor.AggregationCursor._estimate_result_size = lambda self: 0  # type: ignore[method-assign]
 
 
+def remember_id_column() -> None:
+    """neosqlite asks SQLite for a collection's columns (``PRAGMA table_info``) every time
+    it names the column that holds ``_id`` in a query: twice a command, on average. It is
+    ``_id`` in every table neosqlite makes, and a table of an older neosqlite gains it when
+    its collection is opened; a column is never removed. So once a collection has shown
+    it, it is remembered (a table without it is asked again each time, as before)."""
+    from neosqlite.collection import Collection
+
+    asked = Collection._id_column
+
+    def _id_column(self: Collection) -> str:
+        # The instance's own dict: Collection.__getattr__ answers names it lacks.
+        known = self.__dict__.get(ID_COLUMN_SEEN)
+        if known is None:
+            known = asked.fget(self)  # type: ignore[attr-defined]
+            if known == "_id":
+                self.__dict__[ID_COLUMN_SEEN] = known
+        return known
+
+    Collection._id_column = property(_id_column)  # type: ignore[method-assign,assignment]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m shared.store.embedded_server", description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", required=True, type=Path, help="one <db>.db SQLite file per database here")
@@ -206,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     from neosqlite.options import JournalMode
 
     skip_unused_estimate()
+    remember_id_column()
 
     from shared.store.embedded_commits import CommittingHandler
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import bson
 import pytest
+from neosqlite.collection import Collection
 from nx_27017.handler import NeoSQLiteHandler
 from nx_27017.wire_protocol import ResponseBuilder
 from pymongo import AsyncMongoClient, UpdateOne
@@ -18,6 +19,7 @@ from pymongo.errors import BulkWriteError
 
 from shared.store.embedded import EmbeddedMongo
 from shared.store.embedded_commits import CommittingHandler
+from shared.store.embedded_server import remember_id_column
 
 
 @pytest.fixture
@@ -110,3 +112,48 @@ def test_an_insert_stores_and_answers_what_nx_27017_does(tmp_path: Path) -> None
     assert {str(oid), "wf-1.2", "7", "in-body", "dup-1", "dup-3", "dup-4"} <= stored
     assert "dup-2" not in stored and "nan" not in stored and "re" not in stored
     assert b"writeErrors" in replies[2] and b"writeErrors" in replies[4]
+
+
+def _served(handler: NeoSQLiteHandler, commands: list[dict[str, Any]]) -> tuple[list[bytes], list[tuple]]:
+    """Each command through ``handler`` as the server receives it (decoded from BSON): the
+    encoded replies, and the rows stored in the end."""
+    replies = []
+    for i, body in enumerate(commands):
+        msg = {"request_id": i, "sections": [("body", bson.decode(bson.encode(body)))]}
+        handle = handler.handle_insert if "insert" in body else handler.handle_command
+        _, reply = handle(msg)
+        replies.append(ResponseBuilder.build_op_msg_reply(request_id=i, response_to=i, document=reply))
+    rows = list(handler.get_database("pingo").db.execute("SELECT id, _id, data FROM things ORDER BY id"))
+    handler.close_all()
+    return replies, rows
+
+
+def test_queries_by_id_answer_the_same_with_the_id_column_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded server remembers that a collection keeps ``_id`` in its own column
+    (``remember_id_column`` in ``shared/store/embedded_server.py``) rather than asking
+    SQLite at each query: the same answers and rows as nx-27017 asking every time."""
+    oid = bson.ObjectId()
+    db = {"$db": "pingo"}
+    commands = [
+        {"insert": "things", "documents": [{"_id": oid, "n": 1}, {"_id": "a", "n": 2, "tags": ["x"]}], **db},
+        {"find": "things", "filter": {"_id": oid}, **db},
+        {"find": "things", "filter": {"_id": {"$in": ["a", oid]}}, "sort": {"n": -1}, **db},
+        {"findAndModify": "things", "query": {"_id": "a", "n": 2}, "update": {"$set": {"n": 3}}, "new": True, **db},
+        {"update": "things", "updates": [{"q": {"_id": oid}, "u": {"$push": {"tags": "y"}}}], **db},
+        {"update": "things", "updates": [{"q": {"_id": "b"}, "u": {"$set": {"n": 9}}, "upsert": True}], **db},
+        {"find": "things", "filter": {"_id": {"$gt": "a"}}, **db},
+        {"count": "things", "query": {"_id": {"$ne": "a"}}, **db},
+        {"delete": "things", "deletes": [{"q": {"_id": "b"}, "limit": 1}], **db},
+        {"find": "things", "filter": {}, "projection": {"n": 1}, **db},
+    ]
+
+    def handler(name: str) -> NeoSQLiteHandler:
+        return NeoSQLiteHandler("nx-27017.db", data_dir=str(tmp_path / name), single_db_compat=False)
+
+    asked = _served(handler("asked"), commands)
+    # Restored after the test: the change is the server process's, for all its collections.
+    monkeypatch.setattr(Collection, "_id_column", Collection._id_column)
+    remember_id_column()
+    assert _served(handler("remembered"), commands) == asked
