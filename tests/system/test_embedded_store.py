@@ -12,6 +12,7 @@ from typing import Any
 import bson
 import pytest
 from neosqlite.collection import Collection
+from neosqlite.collection.cursor import Cursor
 from nx_27017.handler import NeoSQLiteHandler
 from nx_27017.wire_protocol import ResponseBuilder
 from pymongo import AsyncMongoClient, UpdateOne
@@ -19,7 +20,7 @@ from pymongo.errors import BulkWriteError
 
 from shared.store.embedded import EmbeddedMongo
 from shared.store.embedded_commits import CommittingHandler
-from shared.store.embedded_server import remember_id_column
+from shared.store.embedded_server import remember_id_column, share_projected_fields
 
 
 @pytest.fixture
@@ -157,3 +158,43 @@ def test_queries_by_id_answer_the_same_with_the_id_column_remembered(
     monkeypatch.setattr(Collection, "_id_column", Collection._id_column)
     remember_id_column()
     assert _served(handler("remembered"), commands) == asked
+
+
+def test_finds_with_a_projection_answer_the_same_from_a_shallow_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded server projects a find's documents from a shallow copy rather than
+    neosqlite's deep one (``share_projected_fields`` in ``shared/store/embedded_server.py``):
+    the same answers, whatever the projection."""
+    db = {"$db": "pingo"}
+    things = [
+        {"_id": "a", "n": 1, "big": {"deep": [1, {"x": bson.ObjectId()}]}, "log": ["m"], "sub": {"k": 1, "j": 2}},
+        {"_id": bson.ObjectId(), "n": 2, "at": datetime.datetime(2026, 11, 27, 20, 1), "big": None},
+    ]
+    projections = [
+        {"big": 0, "log": 0},
+        {"big": 0, "_id": 0},
+        {"n": 1, "sub": 1},
+        {"n": 1, "_id": 0},
+        {"sub.k": 1},
+        {"sub.k": 0},
+        {"n": True, "big": False},
+        {"n": 1.0},
+        {"missing": 0},
+        {"m": "$n"},
+    ]
+    commands: list[dict[str, Any]] = [{"insert": "things", "documents": things, **db}]
+    for projection in projections:
+        commands.append({"find": "things", "filter": {}, "projection": projection, **db})
+        commands.append(
+            {"findAndModify": "things", "query": {"_id": "a"}, "update": {"$inc": {"n": 1}}, "new": True,
+             "fields": projection, **db}
+        )  # fmt: skip
+
+    def handler(name: str) -> NeoSQLiteHandler:
+        return NeoSQLiteHandler("nx-27017.db", data_dir=str(tmp_path / name), single_db_compat=False)
+
+    deep = _served(handler("deep"), commands)
+    monkeypatch.setattr(Cursor, "_apply_projection", Cursor._apply_projection)
+    share_projected_fields()
+    assert _served(handler("shallow"), commands) == deep
