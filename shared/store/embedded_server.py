@@ -274,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     skip_unused_estimate()
     remember_id_column()
     share_projected_fields()
+    from shared.store.embedded_replies import encode_replies_at_once
+
+    encode_replies_at_once()
 
     from shared.store.embedded_commits import CommittingHandler
 

@@ -4,6 +4,7 @@ each document was committed alone, on the real server over its socket."""
 
 from __future__ import annotations
 
+import copy
 import datetime
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,12 +15,14 @@ import pytest
 from neosqlite.collection import Collection
 from neosqlite.collection.cursor import Cursor
 from nx_27017.handler import NeoSQLiteHandler
+from nx_27017.utils import convert_neo_to_bson_objectids
 from nx_27017.wire_protocol import ResponseBuilder
 from pymongo import AsyncMongoClient, UpdateOne
 from pymongo.errors import BulkWriteError
 
 from shared.store.embedded import EmbeddedMongo
 from shared.store.embedded_commits import CommittingHandler
+from shared.store.embedded_replies import reply_bson
 from shared.store.embedded_server import remember_id_column, share_projected_fields
 
 
@@ -198,3 +201,28 @@ def test_finds_with_a_projection_answer_the_same_from_a_shallow_copy(
     monkeypatch.setattr(Cursor, "_apply_projection", Cursor._apply_projection)
     share_projected_fields()
     assert _served(handler("shallow"), commands) == deep
+
+
+def test_a_reply_is_encoded_as_nx_27017_encodes_it() -> None:
+    """The embedded server encodes a reply in one pass of the BSON encoder
+    (``shared/store/embedded_replies.py``): the same bytes as nx-27017's rebuild and encode,
+    for the values the rebuild converts and for the fields named ``id`` it makes 64-bit."""
+    from decimal import Decimal
+
+    from neosqlite.objectid import ObjectId as NeoObjectId
+
+    doc = {"_id": NeoObjectId(), "refs": [NeoObjectId(), {"deep": (1, 2)}], "sum": Decimal("1.50"), "n": 3}
+    replies: list[dict[str, Any]] = [
+        {"ok": 1, "cursor": {"id": 0, "ns": "pingo.things", "firstBatch": [doc, {"_id": "a"}]}},
+        {"ok": 1, "cursor": {"id": 10**12 + 3, "ns": "pingo.things", "firstBatch": [doc]}},
+        {"ok": 1, "value": {**doc, "sub": {"id": 7}}},
+        {"ok": 1, "n": 2, "insertedIds": [NeoObjectId(), "x"]},
+        {"ok": 1, "nModified": 0, "writeErrors": [{"index": 0, "code": 11000, "errmsg": "UNIQUE"}]},
+    ]
+    # A field named "id" that equals 0, wherever it is: nx-27017 makes it an Int64.
+    for zero in (0, False, 0.0, -0.0, Decimal(0), bson.Int64(0), 1, "0", None):
+        replies.append({"ok": 1, "value": {"_id": "z", "id": zero, "sub": [{"id": zero}]}})
+        replies.append({"ok": 1, "cursor": {"id": 0, "firstBatch": [{"id": zero, "text": "\x10id\x00"}]}})
+    for reply in replies:
+        nx = bson.encode(convert_neo_to_bson_objectids(copy.deepcopy(reply)))
+        assert reply_bson(reply) == nx, reply
