@@ -14,33 +14,28 @@ does), and the command still answered only once it is committed.
 A command inside a client's own transaction (a session's ``startTransaction``) is left
 to it. Imported by ``shared.store.embedded_server`` only, in the server's process.
 
-And an insert's documents are not printed when nobody reads them: nx-27017's insert
-handler formats every section of the command (each document, in full) into a debug line
-before its logger is asked whether debug is on: 3 ms for 250 actions, a tenth of a
-second of the store's CPU for a 10,000-action plan (docs/performance.md, "A big workflow").
+And an insert command is nx-27017's, step by step, with each document stored by
+``shared.store.embedded_inserts`` rather than copied three times first (and without
+nx-27017's debug line of the whole command, formatted whether or not debug is on: 3 ms for
+250 actions); docs/performance.md, "The embedded store's CPU per command".
 """
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from nx_27017.handler import NeoSQLiteHandler, _msg_db_name
+from neosqlite.collection.type_utils import validate_session
+from nx_27017.handler import NeoSQLiteHandler, _bulk_write_error, _msg_db_name
+
+from shared.store.embedded_inserts import insert_document
 
 Reply = tuple[int, dict[str, Any]]
 # The commands that may write many documents; ``findAndModify`` writes one at most.
 MANY_WRITES = frozenset({"insert", "update", "delete"})
-# nx-27017's logger (its handler's debug lines).
-SERVER_LOG = logging.getLogger("nx_27017")
-
-
-class Unprinted(list):  # type: ignore[type-arg]
-    """A command's sections, iterated as the list they are; formatted as their count only."""
-
-    def __repr__(self) -> str:
-        return f"<{len(self)} sections>"
+# An insert command's fields that are not documents to insert (nx-27017's list).
+NOT_DOCUMENTS = frozenset({"$db", "insert", "ordered", "writeConcern", "lsid"})
 
 
 def writes_many(msg: dict[str, Any]) -> bool:
@@ -56,9 +51,65 @@ class CommittingHandler(NeoSQLiteHandler):
     """nx-27017's handler; each insert, update and delete command in one transaction."""
 
     def handle_insert(self, msg: dict[str, Any]) -> Reply:
-        if not SERVER_LOG.isEnabledFor(logging.DEBUG):
-            msg = {**msg, "sections": Unprinted(msg["sections"])}
-        return self._at_once(msg, super().handle_insert)
+        return self._at_once(msg, self._insert)
+
+    def _insert(self, msg: dict[str, Any]) -> Reply:
+        """nx-27017's insert handler (its ``handle_insert``, in the same steps and with the
+        same replies), each document inserted by ``insert_document`` rather than copied
+        three times first; a GridFS collection's insert is left to nx-27017."""
+        request_id = msg["request_id"]
+        command_doc: dict[str, Any] | None = None
+        payload_docs: list[dict[str, Any]] = []
+        for kind, doc in msg["sections"]:
+            if kind == "body":
+                command_doc = doc
+            elif kind == "payload_docs":
+                payload_docs.extend(doc)
+            elif kind == "payload":
+                for value in doc.values():
+                    if isinstance(value, list):
+                        payload_docs.extend(value)
+                    elif isinstance(value, dict):
+                        payload_docs.append(value)
+        if not command_doc:
+            return request_id, {"ok": 0, "errmsg": "No command document"}
+        coll_name = command_doc.get("insert") or next(
+            (k for k in command_doc if k not in NOT_DOCUMENTS and not k.startswith("$")), None
+        )
+        if coll_name and self._is_gridfs_collection(coll_name):
+            return super().handle_insert(msg)
+        db_name = command_doc.pop("$db") if "$db" in command_doc else "test"
+        db = self.get_database(db_name)
+        session = self._get_or_create_session(command_doc, db, db_name)
+        if not coll_name:
+            return request_id, {"ok": 0, "errmsg": "No collection specified"}
+        coll = db[coll_name]
+        if coll_name not in db.list_collection_names():
+            coll.create()
+        documents = payload_docs
+        for key, value in command_doc.items():
+            if key == "documents" and isinstance(value, list):
+                documents.extend(value)
+            elif key not in NOT_DOCUMENTS and not key.startswith("$") and isinstance(value, dict):
+                documents.append(value)
+        self._apply_write_concern(db, db_name, command_doc.get("writeConcern"))
+        if not documents:
+            return request_id, {"ok": 1, "n": 0}
+        ordered = command_doc.get("ordered", True)
+        inserted_ids: list[Any] = []
+        write_errors: list[dict[str, Any]] = []
+        for index, document in enumerate(documents):
+            try:
+                validate_session(session, coll._database)
+                inserted_ids.append(insert_document(coll.db, coll.name, document))
+            except Exception as exc:
+                write_errors.append(_bulk_write_error(exc, index))
+                if ordered:
+                    break
+        response: dict[str, Any] = {"ok": 1, "n": len(inserted_ids), "insertedIds": inserted_ids}
+        if write_errors:
+            response["writeErrors"] = write_errors
+        return request_id, response
 
     def handle_command(self, msg: dict[str, Any]) -> Reply:
         if writes_many(msg):

@@ -35,7 +35,9 @@ import stat
 import sys
 import tempfile
 import threading
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("pingo.embedded_server")
 
@@ -44,6 +46,7 @@ LINGERING = "nx-27017.lingering"  # in the data dir while a server asked to stop
 IDLE_GRACE = 0.3  # seconds without a connection before a server asked to stop does stop
 SOCKET_NAME = "nx-27017.sock"  # PyMongo takes a host ending in ".sock" for a Unix socket
 MAX_SOCKET_PATH = 107  # bytes: sun_path holds 108 with the terminating NUL
+ID_COLUMN_SEEN = "_pingo_id_column"  # where a neosqlite Collection remembers its _id column
 
 
 def socket_path(mongo_dir: Path) -> Path:
@@ -180,6 +183,69 @@ def skip_unused_estimate() -> None:
         aggregation_cursor.AggregationCursor._estimate_result_size = lambda self: 0  # type: ignore[method-assign]
 
 
+def remember_id_column() -> None:
+    """neosqlite asks SQLite for a collection's columns (``PRAGMA table_info``) every time
+    it names the column that holds ``_id`` in a query: twice a command, on average. It is
+    ``_id`` in every table neosqlite makes, and a table of an older neosqlite gains it when
+    its collection is opened; a column is never removed. So once a collection has shown
+    it, it is remembered (a table without it is asked again each time, as before)."""
+    from neosqlite.collection import Collection
+
+    asked = Collection._id_column
+
+    def _id_column(self: Collection) -> str:
+        # The instance's own dict: Collection.__getattr__ answers names it lacks.
+        known = self.__dict__.get(ID_COLUMN_SEEN)
+        if known is None:
+            known = asked.fget(self)  # type: ignore[attr-defined]
+            if known == "_id":
+                self.__dict__[ID_COLUMN_SEEN] = known
+        return known
+
+    Collection._id_column = property(_id_column)  # type: ignore[method-assign,assignment]
+
+
+def share_projected_fields() -> None:
+    """neosqlite deep-copies every document a find returns with a projection, field by
+    field, only to drop the excluded fields from its top level (or to take ``_id`` from
+    the copy when fields are picked). A found document is loaded for that one answer and
+    nothing else holds it, so a find's documents are projected from a shallow copy, as
+    neosqlite's own code does otherwise (docs/performance.md, "The embedded store's CPU per
+    command"). Projections with expressions, and every other caller (an aggregate's
+    stages, which may run several sub-pipelines on the same documents), keep neosqlite's."""
+    from neosqlite.collection.cursor import Cursor
+
+    deep = Cursor._apply_projection
+
+    def _apply_projection(self: Cursor, docs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        projection = self._projection
+        if not projection or not all(isinstance(v, int | float) for v in projection.values()):
+            return deep(self, docs)
+        return [projected(self._query_helpers, projection, doc) for doc in docs]
+
+    Cursor._apply_projection = _apply_projection  # type: ignore[method-assign]
+
+
+def projected(helpers: Any, projection: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
+    """neosqlite's projection by 0 and 1 (``_apply_projection``), without its deep copy."""
+    include_id = projection.get("_id", 1) == 1
+    if any(v == 1 for v in projection.values()):
+        picked: dict[str, Any] = {}
+        for key, value in projection.items():
+            if value == 1 and helpers._field_exists(document, key):
+                picked[key] = helpers.collection._get_val(document, key)
+        if include_id and "_id" in document:
+            picked["_id"] = document["_id"]
+        return picked
+    doc = dict(document)
+    for key, value in projection.items():
+        if value == 0 and key in doc:
+            doc.pop(key, None)
+    if not include_id and "_id" in doc:
+        doc.pop("_id", None)
+    return doc
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m shared.store.embedded_server", description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", required=True, type=Path, help="one <db>.db SQLite file per database here")
@@ -206,6 +272,11 @@ def main(argv: list[str] | None = None) -> int:
     from neosqlite.options import JournalMode
 
     skip_unused_estimate()
+    remember_id_column()
+    share_projected_fields()
+    from shared.store.embedded_replies import encode_replies_at_once
+
+    encode_replies_at_once()
 
     from shared.store.embedded_commits import CommittingHandler
 
