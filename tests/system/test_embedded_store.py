@@ -118,6 +118,11 @@ def test_an_insert_stores_and_answers_what_nx_27017_does(tmp_path: Path) -> None
     assert b"writeErrors" in replies[2] and b"writeErrors" in replies[4]
 
 
+def _fresh_handler(folder: Path) -> NeoSQLiteHandler:
+    """nx-27017's own handler on an empty data folder."""
+    return NeoSQLiteHandler("nx-27017.db", data_dir=str(folder), single_db_compat=False)
+
+
 def _served(handler: NeoSQLiteHandler, commands: list[dict[str, Any]]) -> tuple[list[bytes], list[tuple]]:
     """Each command through ``handler`` as the server receives it (decoded from BSON): the
     encoded replies, and the rows stored in the end."""
@@ -153,14 +158,11 @@ def test_queries_by_id_answer_the_same_with_the_id_column_remembered(
         {"find": "things", "filter": {}, "projection": {"n": 1}, **db},
     ]
 
-    def handler(name: str) -> NeoSQLiteHandler:
-        return NeoSQLiteHandler("nx-27017.db", data_dir=str(tmp_path / name), single_db_compat=False)
-
-    asked = _served(handler("asked"), commands)
+    asked = _served(_fresh_handler(tmp_path / "asked"), commands)
     # Restored after the test: the change is the server process's, for all its collections.
     monkeypatch.setattr(Collection, "_id_column", Collection._id_column)
     remember_id_column()
-    assert _served(handler("remembered"), commands) == asked
+    assert _served(_fresh_handler(tmp_path / "remembered"), commands) == asked
 
 
 def test_finds_with_a_projection_answer_the_same_from_a_shallow_copy(
@@ -194,13 +196,10 @@ def test_finds_with_a_projection_answer_the_same_from_a_shallow_copy(
              "fields": projection, **db}
         )  # fmt: skip
 
-    def handler(name: str) -> NeoSQLiteHandler:
-        return NeoSQLiteHandler("nx-27017.db", data_dir=str(tmp_path / name), single_db_compat=False)
-
-    deep = _served(handler("deep"), commands)
+    deep = _served(_fresh_handler(tmp_path / "deep"), commands)
     monkeypatch.setattr(Cursor, "_apply_projection", Cursor._apply_projection)
     share_projected_fields()
-    assert _served(handler("shallow"), commands) == deep
+    assert _served(_fresh_handler(tmp_path / "shallow"), commands) == deep
 
 
 def test_a_reply_is_encoded_as_nx_27017_encodes_it() -> None:
