@@ -692,9 +692,11 @@ def parse_workflow(
 
     ``parsed``, if given, receives every action that parsed on its own, with its position,
     so that checks against the installation can report on them in the same response."""
-    if (deep := too_deep(body)) is not None:
+    # The common body: no walk below has anything to report, its depth included, so one
+    # walk without locations stands in for all three.
+    plain = _plain(body)
+    if not plain and (deep := too_deep(body)) is not None:
         return None, [deep]
-    plain = _plain(body)  # the common body: neither walk below has anything to report
     violations = [] if plain else document_violations(body)
     repeated = [] if plain else repeated_keys(body)  # of the body as written: filling in parameters copies it
     violations += _secret_references(body)
