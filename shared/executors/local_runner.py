@@ -109,7 +109,7 @@ class Job:
     # What its status.json holds: kept here, so each step writes it without reading it.
     status: dict[str, Any] = field(default_factory=dict)
     # Whether its start (RUNNING, its pid and start time) is written yet: not before its
-    # first beat or start notice, so a job that ends sooner writes its status twice.
+    # first beat or start notice, so a job that ends sooner writes its status once, at its end.
     start_written: bool = False
     killed_at: float | None = None
     # Why the runner itself stopped the job, if it did (its end is FAILED with this).
