@@ -296,6 +296,26 @@ class RabbitBus:
         if not failed:
             self._recovered()
 
+    async def _consume(self, queue: str, keys: list[str], on_message: Any, no_ack: bool = False) -> None:
+        """Declare ``queue``, bind it to ``keys`` and consume it with ``on_message``; tried
+        again once the broker is back if it goes away meanwhile. The robust channel restores
+        after a reconnection only what was declared before it, so a service whose broker
+        stopped while it subscribed would otherwise die half subscribed; it waits for the
+        broker instead, as ``start`` does (docs/architecture.md, "Events")."""
+        while True:
+            try:
+                q = await self._queue(queue, keys)
+                await q.consume(on_message, no_ack=no_ack)
+                return
+            except self.unreachable as exc:
+                if self._closing:
+                    raise
+                log.warning(
+                    "subscribing to %s failed (%s: %s); trying again once the broker is back",
+                    queue, type(exc).__name__, exc,
+                )  # fmt: skip
+                await asyncio.sleep(self.reconnect_interval)
+
     async def _queue(self, queue: str, keys: list[str]) -> aio_pika.abc.AbstractQueue:
         assert self._channel is not None, "bus not started"
         q = await self._channel.declare_queue(
@@ -308,7 +328,6 @@ class RabbitBus:
     async def wake(self, queue: str, keys: list[str], poke: Poke) -> None:
         """Consumed without acknowledgements (the broker forgets a message once sent) and
         never decoded: a lost wake is the timer's to catch up with."""
-        q = await self._queue(queue, keys)
 
         async def on_message(_message: AbstractIncomingMessage) -> None:
             try:
@@ -316,11 +335,9 @@ class RabbitBus:
             except Exception:
                 log.exception("waking on %s failed (the timers will catch up)", queue)
 
-        await q.consume(on_message, no_ack=True)
+        await self._consume(queue, keys, on_message, no_ack=True)
 
     async def subscribe(self, queue: str, keys: list[str], handler: Handler) -> None:
-        q = await self._queue(queue, keys)
-
         service = logs.SERVICE.get()  # the subscriber's, for its handler's log lines
 
         async def on_message(message: AbstractIncomingMessage) -> None:
@@ -362,7 +379,7 @@ class RabbitBus:
                 return
             await settle(message.ack())
 
-        await q.consume(on_message)
+        await self._consume(queue, keys, on_message)
 
 
 async def settle(op: Awaitable[Any]) -> bool:

@@ -195,6 +195,32 @@ async def test_subscriber_keeps_consuming_after_broker_restart(node_buses, how: 
     assert [g.payload["i"] for g in got][-1] == 2 and pub.dropped == 0
 
 
+async def test_a_subscription_asked_while_the_broker_is_down_is_made_once_it_is_back(node_buses) -> None:
+    """A service subscribing as its broker goes away (its queue's declaration under way, the
+    connection reset under it) waits for the broker and then consumes, rather than die
+    half subscribed."""
+    make, exchange, node = node_buses
+    pub, sub = await make(), await make()
+    got: list[Event] = []
+
+    async def handler(e: Event) -> None:
+        got.append(e)
+
+    node.freeze()  # the declaration is sent and never answered ...
+    subscribing = asyncio.ensure_future(sub.subscribe(f"{exchange}.late", ["#"], handler))
+    await asyncio.sleep(0.5)
+    await asyncio.to_thread(node.stop, kill=True)  # ... and its connection is reset under it
+    await asyncio.sleep(1.0)
+    assert not subscribing.done()  # waiting for the broker, not failed
+    await asyncio.to_thread(node.start)
+    async with asyncio.timeout(30):
+        await subscribing
+    await until("reconnected", lambda: not pub.down and pub.available)
+    await pub.publish(event(1))
+    await collect(got, 1)
+    assert [g.payload["i"] for g in got] == [1]
+
+
 async def test_publish_during_outage_returns_at_once_and_never_raises(node_buses, caplog) -> None:
     make, exchange, node = node_buses
     pub, sub = await make(), await make()
