@@ -53,7 +53,11 @@ def states(wf: dict) -> list[tuple]:
 
 
 async def running(api: Api, wf_id: str, local_id: int, timeout: float = 30.0) -> None:
-    """Until the action's job is seen running."""
+    """Until the action's job is seen running.
+
+    A local job reads RUNNING only once it has run a second (the job runner's start
+    notice, docs/performance.md "The job runner"), so a job a test watches this way
+    lasts 3 s or more: what the test does while it runs needs the time left."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if action(await api.workflow(wf_id), local_id)["state"] == "RUNNING":

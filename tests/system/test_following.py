@@ -282,9 +282,9 @@ async def test_a_submitter_lost_between_the_claim_and_its_job_gets_its_attempt_r
 
 async def test_a_workflow_submitted_while_the_shared_action_runs_follows_it(system: Api, tmp_path: Path) -> None:
     log = tmp_path / "exec.log"
-    first = await system.submit(sweep_member(log, "late", 0, root_seconds=2.0))
+    first = await system.submit(sweep_member(log, "late", 0, root_seconds=3.0))
     await running(system, first["id"], 1)
-    second = await system.submit(sweep_member(log, "late", 1, root_seconds=2.0))
+    second = await system.submit(sweep_member(log, "late", 1, root_seconds=3.0))
     assert decisions(second) == {1: "reuse", 2: "reuse", 3: "compute"}
     middle = action(await system.workflow(second["id"]), 2)
     assert middle["state"] == "FOLLOWING" and middle["reason"] == "in_flight"
@@ -320,9 +320,13 @@ async def test_one_workflow_with_two_identical_branches_computes_the_branch_once
 
 async def test_a_producer_that_fails_once_is_taken_over_by_exactly_one_follower(system: Api, tmp_path: Path) -> None:
     log, marker = tmp_path / "exec.log", tmp_path / "failed-once"
-    first = await system.submit(sweep_member(log, "flaky", 0, SYNTH_FAIL_ONCE=str(marker)))
+
+    def member(i: int) -> dict:
+        return sweep_member(log, "flaky", i, root_seconds=3.0, SYNTH_FAIL_ONCE=str(marker))
+
+    first = await system.submit(member(0))
     await running(system, first["id"], 1)
-    others = [await system.submit(sweep_member(log, "flaky", i, SYNTH_FAIL_ONCE=str(marker))) for i in (1, 2, 3)]
+    others = [await system.submit(member(i)) for i in (1, 2, 3)]
     assert all(action(o, 2)["reason"] == "in_flight" for o in others)
     done = await asyncio.gather(*(system.wait(w["id"]) for w in (first, *others)))
     assert done[0]["state"] == "FAILED"
@@ -341,7 +345,7 @@ async def test_a_producer_that_fails_once_is_taken_over_by_exactly_one_follower(
 async def test_followers_fail_with_the_computation_past_the_takeover_limit(system: Api, tmp_path: Path) -> None:
     """A computation that itself fails is not retried forever by its followers."""
     log = tmp_path / "exec.log"
-    root = logged(log, "broken-root", 1.5, 1, SYNTH_FAIL="always")
+    root = logged(log, "broken-root", 3.0, 1, SYNTH_FAIL="always")
     bodies = [{"name": "broken", "actions": [root, logged(log, f"broken-child-{i}", 0.0, 2, [1])]} for i in range(3)]
     first = await system.submit(bodies[0])
     await running(system, first["id"], 1)
@@ -361,7 +365,7 @@ async def test_killing_the_producers_workflow_leaves_its_job_running_for_the_fol
     system: Api, tmp_path: Path
 ) -> None:
     log = tmp_path / "exec.log"
-    first, others = await producer_and_followers(system, sweep_member, log, "handed", 2.0)
+    first, others = await producer_and_followers(system, sweep_member, log, "handed", 3.0)
     await kill(system, first["id"])
     killed, *rest = await asyncio.gather(*(system.wait(w["id"]) for w in (first, *others)))
     assert killed["state"] == "KILLED"
@@ -458,10 +462,10 @@ async def test_an_input_deleted_after_planning_is_computed_again_and_the_workflo
     log = tmp_path / "exec.log"
     base = [logged(log, "heal-a", 0.0, 1), logged(log, "heal-b", 0.0, 2, [1])]
     assert (await system.run({"name": "heal", "actions": base}))["state"] == "SUCCEEDED"
-    # b is reused; c runs for 2 s, then d reads both b and c.
+    # b is reused; c runs for 3 s, then d reads both b and c.
     body = {
         "name": "heal",
-        "actions": [*base, logged(log, "heal-c", 2.0, 3), logged(log, "heal-d", 0.0, 4, [2, 3])],
+        "actions": [*base, logged(log, "heal-c", 3.0, 3), logged(log, "heal-d", 0.0, 4, [2, 3])],
     }
     plan = await system.submit(body)
     assert decisions(plan) == {1: "reuse", 2: "reuse", 3: "compute", 4: "compute"}
