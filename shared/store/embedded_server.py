@@ -251,6 +251,7 @@ def patch_nx_27017() -> None:
     the same answers and rows as theirs (docs/performance.md, "The embedded store's CPU
     per command"); the handler itself is ``embedded_commits.CommittingHandler``."""
     from shared.store.embedded_catalogue import remember_catalogue
+    from shared.store.embedded_find_and_modify import read_found_document_once
     from shared.store.embedded_replies import encode_replies_at_once
 
     skip_unused_estimate()
@@ -258,6 +259,7 @@ def patch_nx_27017() -> None:
     share_projected_fields()
     encode_replies_at_once()
     remember_catalogue()
+    read_found_document_once()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,7 @@ import pytest
 from neosqlite.collection import Collection
 from neosqlite.collection.cursor import Cursor
 from neosqlite.collection.index_manager import IndexManager
+from neosqlite.collection.query_engine import QueryEngine
 from nx_27017.handler import NeoSQLiteHandler
 from nx_27017.utils import convert_neo_to_bson_objectids
 from nx_27017.wire_protocol import ResponseBuilder
@@ -25,6 +26,7 @@ from pymongo.errors import BulkWriteError
 from shared.store.embedded import EmbeddedMongo
 from shared.store.embedded_catalogue import remember_catalogue
 from shared.store.embedded_commits import CommittingHandler
+from shared.store.embedded_find_and_modify import read_found_document_once
 from shared.store.embedded_replies import reply_bson
 from shared.store.embedded_server import remember_id_column, share_projected_fields
 
@@ -347,3 +349,48 @@ def test_a_schema_change_rolled_back_is_not_remembered(tmp_path: Path, monkeypat
     things.create_index("n")  # outside a transaction: remembered at once
     assert things.list_indexes() == ["idx_things_n"]
     handler.close_all()
+
+
+def test_a_find_and_modify_answers_the_same_reading_its_document_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded server's ``findAndModify`` that returns the new document reads the
+    document it found once, not twice (``shared/store/embedded_find_and_modify.py``): the
+    same answers and rows as nx-27017's, whichever way neosqlite finds the document
+    (a filter SQL holds, or one it does not: ``$in``, ``$all``, ``$size``)."""
+    db = {"$db": "pingo"}
+    things = [
+        {"_id": "a", "state": "READY", "n": 1, "log": ["x"], "sub": {"k": 1}, "big": {"deep": [1, 2]}},
+        {"_id": "b", "state": "RUNNING", "n": 2, "parents": ["p", "q"], "at": datetime.datetime(2026, 11, 27, 23)},
+        {"_id": bson.ObjectId(), "state": "READY", "n": 3, "items": [{"k": 1, "v": 0}, {"k": 2, "v": 0}]},
+    ]
+    moves: list[tuple[dict[str, Any], dict[str, Any]]] = [
+        ({"_id": "a", "state": {"$in": ["READY", "SUBMITTED"]}}, {"$set": {"state": "SUBMITTED"}, "$inc": {"n": 1}}),
+        ({"_id": "a", "state": {"$in": ["READY"]}}, {"$set": {"state": "LOST"}}),  # guarded: no longer READY
+        ({"_id": "b", "parents": {"$all": ["p"], "$size": 2}}, {"$pull": {"parents": "p"}, "$push": {"log": "m"}}),
+        ({"_id": "b"}, {"$unset": {"at": ""}, "$set": {"sub.k": 5}}),
+        ({"state": {"$in": ["READY", "SUBMITTED"]}}, {"$push": {"log": {"$each": ["y", "z"], "$slice": -2}}}),
+        ({"n": {"$gte": 2}, "state": {"$ne": "GONE"}}, {"$max": {"n": 10}, "$min": {"low": 0}}),
+        ({"_id": "c", "state": {"$in": ["NEW"]}}, {"$set": {"n": 0}}),  # none: no upsert
+        ({"items.k": {"$in": [2]}}, {"$set": {"items.$.v": 9}}),
+    ]
+    commands: list[dict[str, Any]] = [{"insert": "things", "documents": things, **db}]
+    for new in (True, False):
+        for projection in (None, {"big": 0}, {"n": 1, "state": 1}):
+            for query, update in moves:
+                command = {"findAndModify": "things", "query": query, "update": update, "new": new, **db}
+                if projection is not None:
+                    command["fields"] = projection
+                commands.append(command)
+    commands.append({"findAndModify": "things", "query": {"n": {"$gt": 0}}, "sort": {"n": -1},
+                     "update": {"$inc": {"n": 1}}, "new": True, **db})  # fmt: skip
+    for query in ({"_id": "d", "state": {"$in": ["NEW"]}}, {"_id": "e", "state": "NEW"}):
+        commands.append({"findAndModify": "things", "query": query, "update": {"$set": {"n": 7}},
+                         "upsert": True, "new": True, **db})  # fmt: skip
+
+    twice = _served(_fresh_handler(tmp_path / "twice"), commands)
+    monkeypatch.setattr(QueryEngine, "find_one_and_update", QueryEngine.find_one_and_update)
+    read_found_document_once()
+    once = _served(_fresh_handler(tmp_path / "once"), commands)
+    assert once[0] == twice[0]  # the same answers...
+    assert once[1] == twice[1]  # ...and the same rows
