@@ -1,6 +1,7 @@
-"""The embedded store commits each write command's documents together
-(``shared/store/embedded_commits.py``): what a client sees of a write is what it saw when
-each document was committed alone, on the real server over its socket."""
+"""The embedded store's changes to nx-27017 (``shared/store/embedded_*.py``, applied by
+``embedded_server.patch_nx_27017``): each write command's documents committed together,
+inserts without copies, the catalogue remembered, and the rest; each answers and stores
+what nx-27017's own path does, on its handler or on the real server over its socket."""
 
 from __future__ import annotations
 
