@@ -246,6 +246,22 @@ def projected(helpers: Any, projection: dict[str, Any], document: dict[str, Any]
     return doc
 
 
+def patch_nx_27017() -> None:
+    """What this process changes in nx-27017 and neosqlite before serving, each step with
+    the same answers and rows as theirs (docs/performance.md, "The embedded store's CPU
+    per command"); the handler itself is ``embedded_commits.CommittingHandler``."""
+    from shared.store.embedded_catalogue import remember_catalogue
+    from shared.store.embedded_find_and_modify import read_found_document_once
+    from shared.store.embedded_replies import encode_replies_at_once
+
+    skip_unused_estimate()
+    remember_id_column()
+    share_projected_fields()
+    encode_replies_at_once()
+    remember_catalogue()
+    read_found_document_once()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m shared.store.embedded_server", description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", required=True, type=Path, help="one <db>.db SQLite file per database here")
@@ -271,13 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("nx_27017").setLevel(logging.WARNING)
     from neosqlite.options import JournalMode
 
-    skip_unused_estimate()
-    remember_id_column()
-    share_projected_fields()
-    from shared.store.embedded_replies import encode_replies_at_once
-
-    encode_replies_at_once()
-
+    patch_nx_27017()
     from shared.store.embedded_commits import CommittingHandler
 
     # What nx_27017's main() builds for ``--data-dir DIR`` (its other options at their

@@ -1,6 +1,7 @@
-"""The embedded store commits each write command's documents together
-(``shared/store/embedded_commits.py``): what a client sees of a write is what it saw when
-each document was committed alone, on the real server over its socket."""
+"""The embedded store's changes to nx-27017 (``shared/store/embedded_*.py``, applied by
+``embedded_server.patch_nx_27017``): each write command's documents committed together,
+inserts without copies, the catalogue remembered, and the rest; each answers and stores
+what nx-27017's own path does, on its handler or on the real server over its socket."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import bson
+import neosqlite
 import pytest
 from neosqlite.collection import Collection
 from neosqlite.collection.cursor import Cursor
+from neosqlite.collection.index_manager import IndexManager
+from neosqlite.collection.query_engine import QueryEngine
 from nx_27017.handler import NeoSQLiteHandler
 from nx_27017.utils import convert_neo_to_bson_objectids
 from nx_27017.wire_protocol import ResponseBuilder
@@ -21,7 +25,9 @@ from pymongo import AsyncMongoClient, UpdateOne
 from pymongo.errors import BulkWriteError
 
 from shared.store.embedded import EmbeddedMongo
+from shared.store.embedded_catalogue import remember_catalogue
 from shared.store.embedded_commits import CommittingHandler
+from shared.store.embedded_find_and_modify import read_found_document_once
 from shared.store.embedded_replies import reply_bson
 from shared.store.embedded_server import remember_id_column, share_projected_fields
 
@@ -62,6 +68,28 @@ async def test_a_write_of_many_documents_keeps_each_documents_outcome(client: As
     assert (await things.delete_many({"moved": True})).deleted_count == 100
 
     assert await things.count_documents({}) == 300 - 100 + 3
+
+
+async def test_the_servers_catalogue_follows_its_collections_and_indexes(client: AsyncMongoClient) -> None:
+    """The server remembers its catalogue (``shared/store/embedded_catalogue.py``): what
+    a client makes and drops is listed at once. (A rename is tested on the handler below:
+    PyMongo sends it to the ``admin`` database, where nx-27017 renames a collection of
+    ``admin``'s own.)"""
+    db = client.pingo
+    await db.things.insert_one({"_id": 1, "n": 1})
+    assert await db.list_collection_names() == ["things"]
+    assert await db.things.find_one({"n": 1}) == {"_id": 1, "n": 1}
+    await db.things.create_index("n")
+    made = set(await db.things.index_information()) - {"_id_"}
+    assert len(made) == 1  # nx-27017 names it its own way
+    assert await db.things.find_one({"n": 1}) == {"_id": 1, "n": 1}
+    await db.things.drop_index(made.pop())
+    assert set(await db.things.index_information()) == {"_id_"}
+    await db.others.insert_one({"_id": 2})
+    assert sorted(await db.list_collection_names()) == ["others", "things"]
+    await db.things.drop()
+    assert await db.list_collection_names() == ["others"]
+    assert await db.things.find_one({"n": 1}) is None
 
 
 def _insert_everywhere(commands: list[dict[str, Any]], data: Path) -> tuple[list[bytes], list[tuple]]:
@@ -225,3 +253,145 @@ def test_a_reply_is_encoded_as_nx_27017_encodes_it() -> None:
     for reply in replies:
         nx = bson.encode(convert_neo_to_bson_objectids(copy.deepcopy(reply)))
         assert reply_bson(reply) == nx, reply
+
+
+def _served_traced(handler: NeoSQLiteHandler, commands: list[dict[str, Any]]) -> tuple[list[bytes], list[str], list]:
+    """Each command through ``handler``: its encoded replies, the SQL statements it ran
+    (bar its reads of SQLite's catalogue), and every table and index stored in the end."""
+    replies, statements = [], []
+    for i, body in enumerate(commands):
+        handler.get_database("pingo").db.set_trace_callback(statements.append)
+        msg = {"request_id": i, "sections": [("body", bson.decode(bson.encode(body)))], "_conn_id": "c"}
+        handle = handler.handle_insert if "insert" in body else handler.handle_command
+        _, reply = handle(msg)
+        replies.append(ResponseBuilder.build_op_msg_reply(request_id=i, response_to=i, document=reply))
+    sql = handler.get_database("pingo").db
+    schema = sql.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+    tables = [name for kind, name, _ in schema if kind == "table" and name != "sqlite_sequence"]
+    rows = [(name, sql.execute(f'SELECT * FROM "{name}" ORDER BY rowid').fetchall()) for name in tables]
+    handler.close_all()
+    return replies, [s for s in statements if "sqlite_master" not in s], [schema, rows]
+
+
+def test_the_catalogue_is_remembered_until_the_schema_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded server remembers each database's collections and each collection's
+    indexes (``shared/store/embedded_catalogue.py``) rather than reading SQLite's
+    catalogue at each find, update and insert: every command that changes them is seen,
+    so it answers and stores what nx-27017 does, and runs the same SQL (a find after an
+    index is made uses it, after it is dropped no longer does)."""
+    db = {"$db": "pingo"}
+    find = {"find": "things", "filter": {"n": 1, "tag": "x"}, **db}
+    bump = {"update": "things", "updates": [{"q": {"n": 1}, "u": {"$inc": {"m": 1}}}], **db}
+    listed = {"listCollections": 1, "nameOnly": True, **db}
+    commands: list[dict[str, Any]] = [
+        {"insert": "things", "documents": [{"_id": 1, "n": 1, "tag": "x"}, {"_id": 2, "n": 2, "tag": ["x"]}], **db},
+        find, bump, listed,
+        {"createIndexes": "things", "indexes": [{"key": {"n": 1}, "name": "n_1"}], **db},
+        find, bump,
+        {"createIndexes": "things", "indexes": [{"key": {"tag": 1, "n": 1}, "name": "tag_1_n_1"}], **db},
+        find, {"listIndexes": "things", **db},
+        {"dropIndexes": "things", "index": "n_1", **db},
+        find, bump, {"listIndexes": "things", **db},
+        {"insert": "others", "documents": [{"_id": "o", "n": 1}], **db},
+        listed,
+        {"renameCollection": "pingo.others", "to": "pingo.renamed", **db},
+        listed, {"find": "renamed", "filter": {"n": 1}, **db},
+        {"create": "made", **db},
+        listed,
+        {"drop": "things", **db},
+        listed, find,
+        {"insert": "things", "documents": [{"_id": 3, "n": 1, "tag": "x"}], **db},
+        find, bump, listed, {"listIndexes": "things", **db},
+        {"createIndexes": "things", "indexes": [{"key": {"tag": 1}, "name": "tag_1"}], **db},
+        find,
+        {"dropDatabase": 1, **db},
+        listed, find,
+        {"insert": "things", "documents": [{"_id": 4, "n": 1, "tag": "x"}], **db},
+        listed, find, bump,
+    ]  # fmt: skip
+
+    read = _served_traced(_fresh_handler(tmp_path / "read"), commands)
+    monkeypatch.setattr(NeoSQLiteHandler, "_open_db_conn", NeoSQLiteHandler._open_db_conn)
+    monkeypatch.setattr(neosqlite.Connection, "list_collection_names", neosqlite.Connection.list_collection_names)
+    monkeypatch.setattr(IndexManager, "list_indexes", IndexManager.list_indexes)
+    remember_catalogue()
+    remembered = _served_traced(_fresh_handler(tmp_path / "remembered"), commands)
+    assert remembered[0] == read[0]  # the same answers...
+    assert remembered[2] == read[2]  # ...the same rows, tables and indexes...
+    assert remembered[1] == read[1]  # ...by the same statements
+    # An indexed equality is sargable; the same on a field without an index also tests arrays.
+    # An equality on an indexed field is sargable; on another it also matches in arrays.
+    finds = [s for s in read[1] if s.startswith("SELECT id, _id, data as data FROM things WHERE") and "$.tag" in s]
+    n_indexed = ["WHERE json_extract(data, '$.n') = 1 AND" in s for s in finds]
+    tag_indexed = ["AND json_extract(data, '$.tag') = 'x'" in s for s in finds]
+    assert n_indexed[:2] == [False, True]  # the find after the index was made used it
+    assert tag_indexed[-2:] == [True, False]  # and none after the database was dropped
+
+
+def test_a_schema_change_rolled_back_is_not_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A collection or index made inside a transaction and rolled back (by a client, or by
+    SQLite on an error) is not remembered: until the transaction ends the catalogue is
+    read from SQLite."""
+    monkeypatch.setattr(NeoSQLiteHandler, "_open_db_conn", NeoSQLiteHandler._open_db_conn)
+    monkeypatch.setattr(neosqlite.Connection, "list_collection_names", neosqlite.Connection.list_collection_names)
+    monkeypatch.setattr(IndexManager, "list_indexes", IndexManager.list_indexes)
+    remember_catalogue()
+    handler = _fresh_handler(tmp_path)
+    database = handler.get_database("pingo")
+    things = database["things"]
+    assert database.list_collection_names() == ["things"] and things.list_indexes() == []
+    database.db.execute("BEGIN")
+    things.create_index("n")
+    database["others"]
+    assert things.list_indexes() == ["idx_things_n"]
+    assert sorted(database.list_collection_names()) == ["others", "things"]
+    database.db.execute("ROLLBACK")
+    assert database.list_collection_names() == ["things"] and things.list_indexes() == []
+    things.create_index("n")  # outside a transaction: remembered at once
+    assert things.list_indexes() == ["idx_things_n"]
+    handler.close_all()
+
+
+def test_a_find_and_modify_answers_the_same_reading_its_document_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded server's ``findAndModify`` that returns the new document reads the
+    document it found once, not twice (``shared/store/embedded_find_and_modify.py``): the
+    same answers and rows as nx-27017's, whichever way neosqlite finds the document
+    (a filter SQL holds, or one it does not: ``$in``, ``$all``, ``$size``)."""
+    db = {"$db": "pingo"}
+    things = [
+        {"_id": "a", "state": "READY", "n": 1, "log": ["x"], "sub": {"k": 1}, "big": {"deep": [1, 2]}},
+        {"_id": "b", "state": "RUNNING", "n": 2, "parents": ["p", "q"], "at": datetime.datetime(2026, 11, 27, 23)},
+        {"_id": bson.ObjectId(), "state": "READY", "n": 3, "items": [{"k": 1, "v": 0}, {"k": 2, "v": 0}]},
+    ]
+    moves: list[tuple[dict[str, Any], dict[str, Any]]] = [
+        ({"_id": "a", "state": {"$in": ["READY", "SUBMITTED"]}}, {"$set": {"state": "SUBMITTED"}, "$inc": {"n": 1}}),
+        ({"_id": "a", "state": {"$in": ["READY"]}}, {"$set": {"state": "LOST"}}),  # guarded: no longer READY
+        ({"_id": "b", "parents": {"$all": ["p"], "$size": 2}}, {"$pull": {"parents": "p"}, "$push": {"log": "m"}}),
+        ({"_id": "b"}, {"$unset": {"at": ""}, "$set": {"sub.k": 5}}),
+        ({"state": {"$in": ["READY", "SUBMITTED"]}}, {"$push": {"log": {"$each": ["y", "z"], "$slice": -2}}}),
+        ({"n": {"$gte": 2}, "state": {"$ne": "GONE"}}, {"$max": {"n": 10}, "$min": {"low": 0}}),
+        ({"_id": "c", "state": {"$in": ["NEW"]}}, {"$set": {"n": 0}}),  # none: no upsert
+        ({"items.k": {"$in": [2]}}, {"$set": {"items.$.v": 9}}),
+    ]
+    commands: list[dict[str, Any]] = [{"insert": "things", "documents": things, **db}]
+    for new in (True, False):
+        for projection in (None, {"big": 0}, {"n": 1, "state": 1}):
+            for query, update in moves:
+                command = {"findAndModify": "things", "query": query, "update": update, "new": new, **db}
+                if projection is not None:
+                    command["fields"] = projection
+                commands.append(command)
+    commands.append({"findAndModify": "things", "query": {"n": {"$gt": 0}}, "sort": {"n": -1},
+                     "update": {"$inc": {"n": 1}}, "new": True, **db})  # fmt: skip
+    for query in ({"_id": "d", "state": {"$in": ["NEW"]}}, {"_id": "e", "state": "NEW"}):
+        commands.append({"findAndModify": "things", "query": query, "update": {"$set": {"n": 7}},
+                         "upsert": True, "new": True, **db})  # fmt: skip
+
+    twice = _served(_fresh_handler(tmp_path / "twice"), commands)
+    monkeypatch.setattr(QueryEngine, "find_one_and_update", QueryEngine.find_one_and_update)
+    read_found_document_once()
+    once = _served(_fresh_handler(tmp_path / "once"), commands)
+    assert once[0] == twice[0]  # the same answers...
+    assert once[1] == twice[1]  # ...and the same rows
