@@ -417,9 +417,11 @@ class Outcomes:
         """``record_output`` and ``before_finished`` at once, where the children's start
         reads nothing the record writes (``ready_beside``): the two writes are sent
         together, and a chain's hop waits for one round trip less (docs/performance.md,
-        "A chain's hop"). Both are done before either's failure is raised, as in turn."""
-        recorded, readied = await asyncio.gather(
-            self.record_output(c, output), self.before_finished(c), return_exceptions=True
+        "A chain's hop"). Both are done before either's failure is raised, as in turn.
+        The children's READY is sent first: the store serves the two one after the
+        other, and the hop waits for the READY alone."""
+        readied, recorded = await asyncio.gather(
+            self.before_finished(c), self.record_output(c, output), return_exceptions=True
         )
         for outcome in (recorded, readied):
             if isinstance(outcome, BaseException):
