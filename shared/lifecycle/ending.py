@@ -330,7 +330,12 @@ class Outcomes:
                 or bool((current or {}).get("input_changed"))
                 or bool((current or {}).get("withdrawn"))
             )
-            await self.storage.commit(attempt, final, replace=replace, user=action.get("owner"))
+            # A managed dataset's checksum is taken whatever PINGO_VERIFY_REUSE says: it is what
+            # a later check at the checksum level compares against. An unmanaged output is never
+            # reused. Committed and checked in one storage call (one worker thread locally).
+            _, found = await self.storage.commit_checked(
+                attempt, final, replace=replace, user=action.get("owner"), checksum=bool(action.get("managed"))
+            )
         except FileNotFoundError as exc:
             return await self.fail_attempt(action, "output_missing", str(exc), status)
         except StorageRefused as exc:  # anything else: the poller asks again
@@ -341,9 +346,6 @@ class Outcomes:
                 sources=[A.SUBMITTED, A.RUNNING], where={"job_id": action["job_id"]},
                 record=acts.attempt_entry(action, attempts.FAILED, str(exc), **ran(status)),
             )  # fmt: skip
-        # A managed dataset's checksum is taken whatever PINGO_VERIFY_REUSE says: it is what
-        # a later check at the checksum level compares against. An unmanaged output is never reused.
-        found = await self.storage.integrity(final, checksum=bool(action.get("managed")))
         differs = nondeterminism(current, found.checksum if found else None)
         started = status.started_at or action.get("submitted_at") or time.time()
         seconds = max(0.0, (status.ended_at or time.time()) - started)
@@ -415,9 +417,11 @@ class Outcomes:
         """``record_output`` and ``before_finished`` at once, where the children's start
         reads nothing the record writes (``ready_beside``): the two writes are sent
         together, and a chain's hop waits for one round trip less (docs/performance.md,
-        "A chain's hop"). Both are done before either's failure is raised, as in turn."""
-        recorded, readied = await asyncio.gather(
-            self.record_output(c, output), self.before_finished(c), return_exceptions=True
+        "A chain's hop"). Both are done before either's failure is raised, as in turn.
+        The children's READY is sent first: the store serves the two one after the
+        other, and the hop waits for the READY alone."""
+        readied, recorded = await asyncio.gather(
+            self.before_finished(c), self.record_output(c, output), return_exceptions=True
         )
         for outcome in (recorded, readied):
             if isinstance(outcome, BaseException):

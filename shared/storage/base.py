@@ -121,6 +121,14 @@ class Storage(Protocol):
         output. No output at either path raises FileNotFoundError: the action did not keep
         its contract. Raises ``StorageRefused`` if the storage refuses who commits."""
 
+    async def commit_checked(
+        self, attempt: str, final: str, replace: bool = False, user: str | None = None, checksum: bool = False
+    ) -> tuple[bool, Integrity | None]:
+        """``commit``, then ``integrity(final, checksum)``: what a success's end records
+        of its output. One step where the storage allows it (locally, one worker thread:
+        a chain's hop waits for one hand-off, not two; docs/performance.md, "A chain's
+        hop"); raises as ``commit`` does, and then checks nothing."""
+
     async def discard(self, path: str, user: str | None = None) -> None: ...
 
     async def delete(self, path: str) -> None:

@@ -191,6 +191,17 @@ class LocalStorage:
     async def commit(self, attempt: str, final: str, replace: bool = False, user: str | None = None) -> bool:
         return await asyncio.to_thread(self._commit, Path(attempt), Path(final), replace)
 
+    async def commit_checked(
+        self, attempt: str, final: str, replace: bool = False, user: str | None = None, checksum: bool = False
+    ) -> tuple[bool, Integrity | None]:
+        return await asyncio.to_thread(self._commit_checked, Path(attempt), Path(final), replace, checksum)
+
+    def _commit_checked(
+        self, attempt: Path, final: Path, replace: bool, checksum: bool
+    ) -> tuple[bool, Integrity | None]:
+        won = self._commit(attempt, final, replace)
+        return won, self._integrity(final, checksum)
+
     def _commit(self, attempt: Path, final: Path, replace: bool) -> bool:
         final.parent.mkdir(parents=True, exist_ok=True)
         aside = final.with_name(aside_name(final.name, attempt.name))

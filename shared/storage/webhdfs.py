@@ -116,6 +116,13 @@ class WebHdfsStorage:
             await self._remove(fs, aside)
         return True
 
+    async def commit_checked(
+        self, attempt: str, final: str, replace: bool = False, user: str | None = None, checksum: bool = False
+    ) -> tuple[bool, Integrity | None]:
+        # Requests to the NameNode either way: nothing to gain from one step here.
+        won = await self.commit(attempt, final, replace, user)
+        return won, await self.integrity(final, checksum)
+
     async def _replace(self, fs: WebHdfs, attempt: str, final: str, aside: str) -> None:
         """Put ``attempt`` at ``final``, whatever is there: the current output is renamed
         aside, then the attempt renamed in (no RENAME overwrites a folder with contents), so

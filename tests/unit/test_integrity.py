@@ -122,3 +122,23 @@ async def test_an_extra_empty_file_is_a_change_of_file_count(storage: LocalStora
     assert (await verify(storage, doc, "size")).ok
     verdict = await verify(storage, doc, "checksum")
     assert not verdict.ok and verdict.problem == "files"
+
+
+async def test_a_commit_checked_is_the_commit_then_what_the_output_is_made_of(
+    storage: LocalStorage, tmp_path: Path
+) -> None:
+    final = Path(storage.root) / "out"
+    first = dataset(Path(storage.attempt_path(str(final), "wf.a", 1)).parent / "one")
+    won, found = await storage.commit_checked(str(first), str(final), checksum=True)
+    assert won and found == await storage.integrity(str(final), checksum=True)
+    assert (found.size, found.files) == (1005, 3) and found.checksum is not None
+    assert not first.exists() and not (final / "part-00000").stat().st_mode & 0o222  # moved in, sealed
+    # A later commit loses (first wins) and is discarded; what is checked is the output in place.
+    late = dataset(tmp_path / "late")
+    (late / "part-00000").write_bytes(b"other")
+    assert await storage.commit_checked(str(late), str(final), checksum=True) == (False, found)
+    assert not late.exists()
+    # Without a checksum asked for, none is taken; with no output at all, nothing is checked.
+    assert await storage.commit_checked(str(first), str(final)) == (True, Integrity(1005, 3, None))
+    with pytest.raises(FileNotFoundError):
+        await storage.commit_checked(str(tmp_path / "missing"), str(tmp_path / "nowhere"), checksum=True)
