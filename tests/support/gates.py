@@ -12,7 +12,9 @@ from pathlib import Path
 
 
 class Gate:
-    """A file that does not exist until ``open``; the jobs given ``env`` wait for it."""
+    """A file that does not exist until ``open``; the jobs given ``env`` wait for it. A job
+    in the local sandbox (users on) cannot see it: its ``/tmp`` is its own
+    (docs/users.md, "What a job can reach")."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -21,6 +23,11 @@ class Gate:
     def env(self) -> dict[str, str]:
         """What a synth job's configuration (its environment) carries to wait at this gate."""
         return {"SYNTH_WAIT_FOR": str(self.path)}
+
+    @property
+    def conf(self) -> list[dict[str, str]]:
+        """``env`` as an action's configurationParameters."""
+        return [{"key": k, "value": v} for k, v in self.env.items()]
 
     def open(self) -> None:
         self.path.touch()
