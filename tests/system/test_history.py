@@ -15,6 +15,7 @@ import pytest
 from shared.lifecycle import moves
 from shared.store import stats
 from shared.store.transitions import decode
+from tests.support.gates import Gate
 from tests.support.system import Api, make_settings
 from tests.support.workflows import shell_action
 
@@ -126,20 +127,21 @@ async def computed_so_far(api: Api, since: float) -> float:
 
 
 async def test_a_long_workflows_finished_actions_are_counted_while_it_runs_and_once(
-    system: Api, monkeypatch: pytest.MonkeyPatch
+    system: Api, monkeypatch: pytest.MonkeyPatch, gate: Gate
 ) -> None:
     # A finished action's statistics are held in its workflow's document and counted when
     # the workflow settles: at its end, or, while it runs on, once they were held for
     # HOLD_STATS (docs/performance.md, "A chain's hop"); none is ever counted twice.
     monkeypatch.setattr(moves, "HOLD_STATS", 0.0)
     since = time.time() - 1
-    plan = await system.submit(
-        {"name": "long", "actions": [shell_action(1, "held-a"), shell_action(2, "held-b", [1], seconds=4.0)]}
-    )
+    # The second runs until the first one was counted (it waits at the gate).
+    second = shell_action(2, "held-b", [1], configurationParameters=gate.conf)
+    plan = await system.submit({"name": "long", "actions": [shell_action(1, "held-a"), second]})
     async with asyncio.timeout(30):
         while await computed_so_far(system, since) < 1:  # the first one, while the second runs
             assert (await system.workflow(plan["id"]))["state"] == "RUNNING"
             await asyncio.sleep(0.1)
+    gate.open()
     wf = await system.wait(plan["id"])
     assert wf["state"] == "SUCCEEDED"
     assert await computed_so_far(system, since) == 2
