@@ -108,11 +108,12 @@ async def test_signed_notifications_alone_carry_a_chain_to_its_end(system: Api) 
 
 
 async def test_a_signed_end_the_executor_cannot_confirm_gives_its_finish_lease_back(
-    system: Api, monkeypatch: pytest.MonkeyPatch
+    system: Api, monkeypatch: pytest.MonkeyPatch, gate: Gate
 ) -> None:
     # The lease is taken before the executor is asked (docs/architecture.md, "callback"):
     # an executor away must not leave it held, or nobody finishes the job until it expires.
-    plan = await system.submit({"name": "away", "actions": [shell_action(1, "cb-away", seconds=5.0)]})
+    away_job = shell_action(1, "cb-away", configurationParameters=gate.conf)  # runs until the gate opens
+    plan = await system.submit({"name": "away", "actions": [away_job]})
     aid = plan["actions"][0]["id"]
     while (await system.workflow(plan["id"]))["actions"][0]["state"] != "RUNNING":
         await asyncio.sleep(0.05)
@@ -126,4 +127,5 @@ async def test_a_signed_end_the_executor_cannot_confirm_gives_its_finish_lease_b
         with pytest.raises(ConnectionError):
             await system.ctx.outcomes("test").finish_notified(aid, doc["job_id"], doc["hash"], True)
     assert (await system.db.actions.find_one({"_id": aid}))["finish_lease_at"] == 0.0
+    gate.open()
     assert (await system.wait(plan["id"]))["state"] == "SUCCEEDED"
