@@ -31,7 +31,3 @@ class Gate:
 
     def open(self) -> None:
         self.path.touch()
-
-    @property
-    def opened(self) -> bool:
-        return self.path.exists()

@@ -132,6 +132,12 @@ async def test_refused_callbacks_polls_and_live_actions_are_counted(
     url = f"{settings.callback_url}/callback/{action_id}"
     async with aiohttp.ClientSession() as http, http.get(url, params={"secret": "forged"}) as resp:
         assert resp.status == 403
+    # ...and its poller looks at it while it runs (first poll_interval after its submission).
+    deadline = time.time() + 30
+    lag = "pingo_poll_lag_seconds_count"
+    while total(await scrape(port), lag) - total(before, lag) < 1:
+        assert time.time() < deadline, "the running job was never polled"
+        await asyncio.sleep(0.1)
     gate.open()
     assert (await system.wait(plan["id"]))["state"] == "SUCCEEDED"
     deadline = time.time() + 10
@@ -144,7 +150,7 @@ async def test_refused_callbacks_polls_and_live_actions_are_counted(
         return total(after, name, **labels) - total(before, name, **labels)
 
     assert moved("pingo_callbacks_total", outcome="refused") == 1
-    assert moved("pingo_poll_lag_seconds_count") >= 1  # a 4 s job, first polled after 0.5 s
+    assert moved("pingo_poll_lag_seconds_count") >= 1  # it was polled while it ran (above)
     assert total(after, "pingo_storage_threshold_bytes") == settings.threshold * settings.capacity_bytes
 
 
