@@ -10,6 +10,11 @@ execution there.
 If SYNTH_FAIL_ONCE names a file that does not exist yet, it creates it and fails (exit 4)
 instead: a computation that fails its first attempt only. With SYNTH_FAIL_TIMES=N as well,
 the file counts attempts (one line each) and the first N fail. SYNTH_FAIL=always: every attempt.
+If SYNTH_WAIT_FOR names a file (a local path, also on the emulator), the job, once its
+SECONDS are over, waits until that file exists before it fails or writes: a test holds
+the job running for as long as its steps take, however slow the machine, then creates the
+file. It waits WAIT_LIMIT seconds at most, then fails (exit 5), so that a test that never
+opens its gate leaves no job behind.
 
 On the Hadoop emulator (``pingo emulate-hadoop``) paths are HDFS paths: the emulator
 tells jobs where its HDFS namespace lives on disk in PINGO_EMULATOR_HDFS_ROOT, the way a
@@ -50,6 +55,10 @@ def main(argv: list[str]) -> int:
             return 3
         digest.update(part.read_bytes()[:4096])
     time.sleep(seconds)
+    gate = os.environ.get("SYNTH_WAIT_FOR")
+    if gate and not wait_for(Path(gate)):
+        print(f"synth: {label} waited {WAIT_LIMIT:g} s for {gate}, which never came", file=sys.stderr)
+        return 5
     marker = os.environ.get("SYNTH_FAIL_ONCE")
     if os.environ.get("SYNTH_FAIL") == "always" or (marker and failing(Path(marker))):
         if marker:
@@ -68,6 +77,19 @@ def main(argv: list[str]) -> int:
     log_run(label)
     print(f"synth {label}: wrote {size_kb} KB to {argv[-1]}", flush=True)
     return 0
+
+
+WAIT_LIMIT = 120.0
+
+
+def wait_for(gate: Path) -> bool:
+    """Whether ``gate`` exists within WAIT_LIMIT seconds."""
+    deadline = time.monotonic() + WAIT_LIMIT
+    while not gate.exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def failing(marker: Path) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.support.gates import Gate
 from tests.support.system import Api
 
 Maker = Callable[..., dict[str, Any]]  # (aid, label, parents, seconds=..., **extra) -> action
@@ -56,8 +57,9 @@ async def running(api: Api, wf_id: str, local_id: int, timeout: float = 30.0) ->
     """Until the action's job is seen running.
 
     A local job reads RUNNING only once it has run a second (the job runner's start
-    notice, docs/performance.md "The job runner"), so a job a test watches this way
-    lasts 3 s or more: what the test does while it runs needs the time left."""
+    notice, docs/performance.md "The job runner"), and what the test does while it runs
+    may take seconds on a loaded machine: a job a test watches this way waits at a gate
+    (tests/support/gates.py) the test opens once its steps are done."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if action(await api.workflow(wf_id), local_id)["state"] == "RUNNING":
@@ -67,12 +69,13 @@ async def running(api: Api, wf_id: str, local_id: int, timeout: float = 30.0) ->
 
 
 async def producer_and_followers(
-    api: Api, member: Callable[..., dict], log: Path, tag: str, root_seconds: float, followers: int = 2
+    api: Api, member: Callable[..., dict], log: Path, tag: str, gate: Gate, followers: int = 2
 ) -> tuple[dict, list[dict]]:
-    """A sweep member whose root runs, then ``followers`` more submitted while it runs."""
-    first = await api.submit(member(log, tag, 0, root_seconds=root_seconds))
+    """A sweep member whose root runs, then ``followers`` more submitted while it runs: its
+    job waits at ``gate`` until the test opens it."""
+    first = await api.submit(member(log, tag, 0, root_seconds=0.0, **gate.env))
     await running(api, first["id"], 1)
-    others = [await api.submit(member(log, tag, i, root_seconds=root_seconds)) for i in range(1, followers + 1)]
+    others = [await api.submit(member(log, tag, i, root_seconds=0.0, **gate.env)) for i in range(1, followers + 1)]
     assert all(action(o, 2)["reason"] == "in_flight" for o in others), [states(o) for o in others]
     return first, others
 

@@ -19,6 +19,7 @@ from shared.runtime import Context, running
 from shared.store.client import Store, connect
 from shared.store.embedded import EmbeddedMongo
 from tests.support.brokers import SHARED_DECLARED, start_shared_broker
+from tests.support.gates import Gate
 from tests.support.system import AMQP_URL, DEFAULT_AMQP_URL, Api, Processes, make_settings
 
 
@@ -85,6 +86,15 @@ async def system(settings: Settings):
         api.ctx = ctx
         yield api
         await api.close()
+
+
+@pytest.fixture
+def gate(tmp_path: Path) -> Iterator[Gate]:
+    """A gate the test's synth jobs wait at (tests/support/gates.py), opened at its end
+    whatever happened, so that no job it held waits on."""
+    gate = Gate(tmp_path / "gate")
+    yield gate
+    gate.open()
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import pytest
 
 from shared.storage.local import ATTEMPTS_DIR
 from tests.support.following import logging_conf
+from tests.support.gates import Gate
 from tests.support.system import Api, make_settings
 from tests.support.workflows import ROOT, shell_action
 
@@ -92,14 +93,17 @@ async def test_usage_never_passes_capacity_when_parallel_writes_would_pass_it(sy
     assert (await budget(system))["reserved"] == 0
 
 
-async def test_an_action_without_room_is_held_ready_with_its_reason_and_starts_once_room_frees(system: Api) -> None:
-    # A 150 KB intermediate, claimed by a slow reader: nothing can be evicted while it reads.
+async def test_an_action_without_room_is_held_ready_with_its_reason_and_starts_once_room_frees(
+    system: Api, gate: Gate
+) -> None:
+    # A 150 KB intermediate, claimed by a slow reader: nothing can be evicted while it reads
+    # (it reads until the test has seen the other action held, at the gate).
     first = await system.submit(
         {
             "name": "claimed",
             "actions": [
                 shell_action(1, "big", size_kb=150),
-                shell_action(2, "slow-reader", [1], seconds=10.0, size_kb=1),
+                shell_action(2, "slow-reader", [1], size_kb=1, configurationParameters=gate.conf),
             ],
         }
     )
@@ -131,6 +135,7 @@ async def test_an_action_without_room_is_held_ready_with_its_reason_and_starts_o
     )  # fmt: skip
     assert status.returncode == 0, status.stderr
     assert "held: storage budget" in status.stdout and "waits for storage" in status.stdout
+    gate.open()
     reader = await system.wait(first["id"])
     assert reader["state"] == "SUCCEEDED"
     # The reader done, the big intermediate is free to evict: the held action starts.
@@ -144,7 +149,7 @@ async def test_an_action_without_room_is_held_ready_with_its_reason_and_starts_o
     assert (await budget(system))["reserved"] == 0
 
 
-async def test_a_failed_attempt_releases_its_reservation(system: Api, tmp_path: Path) -> None:
+async def test_a_failed_attempt_releases_its_reservation(system: Api, tmp_path: Path, gate: Gate) -> None:
     plan = await system.submit(
         {
             "name": "fails",
@@ -152,10 +157,9 @@ async def test_a_failed_attempt_releases_its_reservation(system: Api, tmp_path: 
                 shell_action(
                     1,
                     "doomed",
-                    seconds=1.5,
                     size_kb=10,
                     expectedBytes=50 * KB,
-                    configurationParameters=logging_conf(tmp_path / "exec.log", SYNTH_FAIL="always"),
+                    configurationParameters=logging_conf(tmp_path / "exec.log", SYNTH_FAIL="always", **gate.env),
                 ),
             ],
         }
@@ -167,6 +171,7 @@ async def test_a_failed_attempt_releases_its_reservation(system: Api, tmp_path: 
         await asyncio.sleep(0.05)
     action = await system.db.actions.find_one({"_id": f"{plan['id']}.1"})
     assert action["reservation"]["bytes"] == 50 * KB
+    gate.open()
     # ...and once it failed, the room is free again.
     wf = await system.wait(plan["id"])
     assert wf["state"] == "FAILED"
@@ -192,7 +197,9 @@ async def test_an_action_whose_inputs_alone_fill_the_budget_starts_rather_than_w
     assert (await budget(system)).get("reserved") == 0
 
 
-async def test_an_action_reserves_what_its_name_remembers_worked_out_when_it_was_planned(system: Api) -> None:
+async def test_an_action_reserves_what_its_name_remembers_worked_out_when_it_was_planned(
+    system: Api, gate: Gate
+) -> None:
     # A first output of the name "learner" teaches its size...
     first = await system.run({"name": "learns", "actions": [shell_action(1, "learn-v1", name="learner", size_kb=30)]})
     assert first["state"] == "SUCCEEDED"
@@ -201,9 +208,9 @@ async def test_an_action_reserves_what_its_name_remembers_worked_out_when_it_was
     assert taught["bytes"] == size > 30 * KB - 1
     # ...which another lineage of that name reserves: worked out at planning, carried by
     # its READY event, held while it runs.
-    plan = await system.submit(
-        {"name": "uses", "actions": [shell_action(1, "learn-v2", name="learner", seconds=1.5, size_kb=30)]}
-    )
+    # (It runs until the test has seen its room reserved, at the gate.)
+    learner = shell_action(1, "learn-v2", name="learner", size_kb=30, configurationParameters=gate.conf)
+    plan = await system.submit({"name": "uses", "actions": [learner]})
     action_id = f"{plan['id']}.1"
     planned = await system.db.actions.find_one({"_id": action_id})
     assert planned["reserve_bytes"] == size and planned["named_bytes"] == size
@@ -211,6 +218,7 @@ async def test_an_action_reserves_what_its_name_remembers_worked_out_when_it_was
     while (await budget(system)).get("reserved") != size:
         assert time.time() < deadline, await budget(system)
         await asyncio.sleep(0.05)
+    gate.open()
     wf = await system.wait(plan["id"])
     assert wf["state"] == "SUCCEEDED"
     ready = [

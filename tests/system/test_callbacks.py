@@ -8,6 +8,7 @@ import pytest
 
 from shared import callback_tokens
 from shared.store.transitions import decode
+from tests.support.gates import Gate
 from tests.support.system import Api
 from tests.support.workflows import diamond, shell_action
 
@@ -24,10 +25,14 @@ async def snapshot(api: Api, wf_id: str) -> list[tuple]:
     return sorted((a["_id"], a["state"], len(a["history"]), a.get("attempt")) for a in docs)
 
 
-async def test_forged_and_unknown_callbacks_are_refused(system: Api) -> None:
-    plan = await system.submit({"name": "slow", "actions": [shell_action(1, "cb-slow", seconds=1.5)]})
+async def test_forged_and_unknown_callbacks_are_refused(system: Api, gate: Gate) -> None:
+    # RUNNING (its start notice comes a second in) until the test opens the gate: nothing
+    # moves it between the two snapshots but the callbacks.
+    plan = await system.submit(
+        {"name": "slow", "actions": [shell_action(1, "cb-slow", configurationParameters=gate.conf)]}
+    )
     aid = plan["actions"][0]["id"]
-    while (await system.workflow(plan["id"]))["actions"][0]["state"] not in ("SUBMITTED", "RUNNING"):
+    while (await system.workflow(plan["id"]))["actions"][0]["state"] != "RUNNING":
         await asyncio.sleep(0.05)
     before = await snapshot(system, plan["id"])
     status, body = await callback(system, aid, secret="not-the-secret", jobId="x", status="SUCCEEDED")
@@ -37,6 +42,7 @@ async def test_forged_and_unknown_callbacks_are_refused(system: Api) -> None:
     assert status == 403 and (body["status"], body["detail"]) == (403, "wrong secret")
     await asyncio.sleep(0.3)
     assert await snapshot(system, plan["id"]) == before
+    gate.open()
     wf = await system.wait(plan["id"])
     assert wf["state"] == "SUCCEEDED"
 
@@ -61,12 +67,14 @@ async def test_repeated_and_late_callbacks_change_nothing(system: Api) -> None:
     )
 
 
-async def test_a_signed_callback_is_checked_by_its_token_and_a_forged_one_refused(system: Api) -> None:
+async def test_a_signed_callback_is_checked_by_its_token_and_a_forged_one_refused(system: Api, gate: Gate) -> None:
     # The URL a job is given carries an HMAC of its action and dataset, not the stored
     # secret (docs/architecture.md, "callback"): a token for another action, another
     # dataset or under another key is refused like a wrong secret, and changes nothing.
     key = system.ctx.callback_key
-    plan = await system.submit({"name": "signed", "actions": [shell_action(1, "cb-signed", seconds=3.0)]})
+    # It runs until the test opens the gate: a valid callback meets a job still running.
+    signed = shell_action(1, "cb-signed", configurationParameters=gate.conf)
+    plan = await system.submit({"name": "signed", "actions": [signed]})
     aid = plan["actions"][0]["id"]
     while (await system.workflow(plan["id"]))["actions"][0]["state"] != "RUNNING":
         await asyncio.sleep(0.05)
@@ -86,6 +94,7 @@ async def test_a_signed_callback_is_checked_by_its_token_and_a_forged_one_refuse
     assert status == 200
     await asyncio.sleep(0.3)
     assert await snapshot(system, plan["id"]) == before
+    gate.open()
     assert (await system.wait(plan["id"]))["state"] == "SUCCEEDED"
 
 
@@ -99,11 +108,12 @@ async def test_signed_notifications_alone_carry_a_chain_to_its_end(system: Api) 
 
 
 async def test_a_signed_end_the_executor_cannot_confirm_gives_its_finish_lease_back(
-    system: Api, monkeypatch: pytest.MonkeyPatch
+    system: Api, monkeypatch: pytest.MonkeyPatch, gate: Gate
 ) -> None:
     # The lease is taken before the executor is asked (docs/architecture.md, "callback"):
     # an executor away must not leave it held, or nobody finishes the job until it expires.
-    plan = await system.submit({"name": "away", "actions": [shell_action(1, "cb-away", seconds=5.0)]})
+    away_job = shell_action(1, "cb-away", configurationParameters=gate.conf)  # runs until the gate opens
+    plan = await system.submit({"name": "away", "actions": [away_job]})
     aid = plan["actions"][0]["id"]
     while (await system.workflow(plan["id"]))["actions"][0]["state"] != "RUNNING":
         await asyncio.sleep(0.05)
@@ -117,4 +127,5 @@ async def test_a_signed_end_the_executor_cannot_confirm_gives_its_finish_lease_b
         with pytest.raises(ConnectionError):
             await system.ctx.outcomes("test").finish_notified(aid, doc["job_id"], doc["hash"], True)
     assert (await system.db.actions.find_one({"_id": aid}))["finish_lease_at"] == 0.0
+    gate.open()
     assert (await system.wait(plan["id"]))["state"] == "SUCCEEDED"

@@ -16,6 +16,7 @@ from pingo.dev import all_services
 from shared.lifecycle import curating
 from shared.runtime import Context, running
 from shared.store import datasets as ds
+from tests.support.gates import Gate
 from tests.support.system import Api, make_settings
 from tests.support.workflows import decisions, shell_action
 from tests.system.test_users import start_team
@@ -23,11 +24,12 @@ from tests.system.test_users import start_team
 KB = 1024
 
 
-def pair(prefix: str, seconds: float = 0.0) -> dict[str, Any]:
-    return {
-        "name": prefix,
-        "actions": [shell_action(1, f"{prefix}-mid"), shell_action(2, f"{prefix}-leaf", [1], seconds=seconds)],
-    }
+def pair(prefix: str, seconds: float = 0.0, gate: Gate | None = None) -> dict[str, Any]:
+    """``gate``: the leaf (the mid's reader) runs until the test opens it."""
+    leaf = shell_action(
+        2, f"{prefix}-leaf", [1], seconds=seconds, **({"configurationParameters": gate.conf} if gate else {})
+    )
+    return {"name": prefix, "actions": [shell_action(1, f"{prefix}-mid"), leaf]}
 
 
 async def eventually(predicate: Callable[[], Awaitable[bool]], timeout: float = 30.0) -> None:
@@ -170,14 +172,15 @@ async def test_invalidate_forces_a_recomputation_of_it_and_of_its_descendants(sy
     assert status == 400 and body["violations"][0]["loc"] == "descendant"
 
 
-async def test_an_invalidated_dataset_keeps_its_files_while_claimed_then_they_go(system: Api) -> None:
-    plan = await system.submit(pair("drain", seconds=2))
+async def test_an_invalidated_dataset_keeps_its_files_while_claimed_then_they_go(system: Api, gate: Gate) -> None:
+    plan = await system.submit(pair("drain", gate=gate))
     mid = plan["actions"][0]["hash"]
     await becomes(system, mid, "STORED")
     status, body = await system.request("POST", f"/api/v1/datasets/{mid}/invalidate")
     assert status == 200 and body["dataset"]["claims"], body
     path = Path(body["dataset"]["path"])
     assert path.is_dir()  # its reader still needs it
+    gate.open()
     assert (await system.wait(plan["id"]))["state"] == "SUCCEEDED"
     await becomes(system, mid, "DELETED")
     assert not path.exists()

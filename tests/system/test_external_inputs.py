@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.gates import Gate
 from tests.support.system import Api
 from tests.support.workflows import ROOT, shell_action
 
@@ -139,7 +140,7 @@ async def test_a_changed_cache_version_is_a_miss(system: Api) -> None:
     assert states(await system.run(body)) == {1: "SKIPPED", 2: "REUSED"}
 
 
-async def test_an_input_changed_while_its_reader_runs_taints_the_output(system: Api, settings) -> None:
+async def test_an_input_changed_while_its_reader_runs_taints_the_output(system: Api, settings, gate: Gate) -> None:
     """Its output is kept (its readers run on it), marked with its descendants, and not
     reused by the next submission even when the input is put back as it was planned."""
     corpus = corpus_at(settings.allowed_output_roots[0] / "moving", "abcd")
@@ -147,12 +148,14 @@ async def test_an_input_changed_while_its_reader_runs_taints_the_output(system: 
     planned_at = part.stat()
     body = reading(str(corpus), "moving")
     body["actions"][0]["additionalInput"][1]["value"] = "3"  # seconds of work: time to change it
+    body["actions"][0]["configurationParameters"] = gate.conf  # and it ends only once it was changed
     plan = await system.submit(body)
     for _ in range(300):
         if (await system.workflow(plan["id"]))["actions"][0]["state"] == "RUNNING":
             break
         await asyncio.sleep(0.1)
     part.write_text("changed meanwhile")
+    gate.open()
     wf = await system.wait(plan["id"])
     assert wf["state"] == "SUCCEEDED"
     row = {a["localId"]: a for a in wf["actions"]}

@@ -21,6 +21,7 @@ from shared.store import datasets as ds
 from shared.store import workflows as wfs
 from tests.support.following import action, failed_runs, kill, logging_conf, producer_and_followers, running, runs
 from tests.support.following import sweep_member as shared_sweep_member
+from tests.support.gates import Gate
 from tests.support.submitters import hold_submitter
 from tests.support.system import Api
 from tests.support.workflows import decisions, shell_action
@@ -280,17 +281,20 @@ async def test_a_submitter_lost_between_the_claim_and_its_job_gets_its_attempt_r
     assert runs(log, "lost-one") == 1
 
 
-async def test_a_workflow_submitted_while_the_shared_action_runs_follows_it(system: Api, tmp_path: Path) -> None:
+async def test_a_workflow_submitted_while_the_shared_action_runs_follows_it(
+    system: Api, tmp_path: Path, gate: Gate
+) -> None:
     log = tmp_path / "exec.log"
-    first = await system.submit(sweep_member(log, "late", 0, root_seconds=3.0))
+    first = await system.submit(sweep_member(log, "late", 0, root_seconds=0.0, **gate.env))
     await running(system, first["id"], 1)
-    second = await system.submit(sweep_member(log, "late", 1, root_seconds=3.0))
+    second = await system.submit(sweep_member(log, "late", 1, root_seconds=0.0, **gate.env))
     assert decisions(second) == {1: "reuse", 2: "reuse", 3: "compute"}
     middle = action(await system.workflow(second["id"]), 2)
     assert middle["state"] == "FOLLOWING" and middle["reason"] == "in_flight"
     assert middle["follows"] == f"{first['id']}.2"
     assert action(await system.workflow(second["id"]), 1)["state"] == "SKIPPED"  # it only fed a follower
     assert action(await system.workflow(second["id"]), 3)["state"] == "WAITING"  # waits for what it follows
+    gate.open()
     a, b = await asyncio.gather(system.wait(first["id"]), system.wait(second["id"]))
     assert a["state"] == b["state"] == "SUCCEEDED"
     assert action(b, 2)["state"] == "REUSED"
@@ -318,16 +322,19 @@ async def test_one_workflow_with_two_identical_branches_computes_the_branch_once
     assert runs(log, "twin-join") == 1
 
 
-async def test_a_producer_that_fails_once_is_taken_over_by_exactly_one_follower(system: Api, tmp_path: Path) -> None:
+async def test_a_producer_that_fails_once_is_taken_over_by_exactly_one_follower(
+    system: Api, tmp_path: Path, gate: Gate
+) -> None:
     log, marker = tmp_path / "exec.log", tmp_path / "failed-once"
 
     def member(i: int) -> dict:
-        return sweep_member(log, "flaky", i, root_seconds=3.0, SYNTH_FAIL_ONCE=str(marker))
+        return sweep_member(log, "flaky", i, root_seconds=0.0, SYNTH_FAIL_ONCE=str(marker), **gate.env)
 
     first = await system.submit(member(0))
     await running(system, first["id"], 1)
     others = [await system.submit(member(i)) for i in (1, 2, 3)]
     assert all(action(o, 2)["reason"] == "in_flight" for o in others)
+    gate.open()
     done = await asyncio.gather(*(system.wait(w["id"]) for w in (first, *others)))
     assert done[0]["state"] == "FAILED"
     assert action(done[0], 1)["reason"] == "action_failed"
@@ -342,15 +349,18 @@ async def test_a_producer_that_fails_once_is_taken_over_by_exactly_one_follower(
     assert sorted(action(w, 2)["state"] for w in done[1:]) == ["FINISHED", "REUSED", "REUSED"]
 
 
-async def test_followers_fail_with_the_computation_past_the_takeover_limit(system: Api, tmp_path: Path) -> None:
+async def test_followers_fail_with_the_computation_past_the_takeover_limit(
+    system: Api, tmp_path: Path, gate: Gate
+) -> None:
     """A computation that itself fails is not retried forever by its followers."""
     log = tmp_path / "exec.log"
-    root = logged(log, "broken-root", 3.0, 1, SYNTH_FAIL="always")
+    root = logged(log, "broken-root", 0.0, 1, SYNTH_FAIL="always", **gate.env)
     bodies = [{"name": "broken", "actions": [root, logged(log, f"broken-child-{i}", 0.0, 2, [1])]} for i in range(3)]
     first = await system.submit(bodies[0])
     await running(system, first["id"], 1)
     followers = [await system.submit(b) for b in bodies[1:]]
     assert all(action(f, 1)["reason"] == "in_flight" for f in followers)
+    gate.open()
     done = [await system.wait(w["id"]) for w in (first, *followers)]
     assert [w["state"] for w in done] == ["FAILED"] * 3
     reasons = sorted(action(w, 1)["reason"] for w in done)
@@ -362,11 +372,13 @@ async def test_followers_fail_with_the_computation_past_the_takeover_limit(syste
 
 
 async def test_killing_the_producers_workflow_leaves_its_job_running_for_the_followers(
-    system: Api, tmp_path: Path
+    system: Api, tmp_path: Path, gate: Gate
 ) -> None:
     log = tmp_path / "exec.log"
-    first, others = await producer_and_followers(system, sweep_member, log, "handed", 3.0)
+    first, others = await producer_and_followers(system, sweep_member, log, "handed", gate)
     await kill(system, first["id"])
+    await system.wait(first["id"])  # its job handed over as it runs
+    gate.open()
     killed, *rest = await asyncio.gather(*(system.wait(w["id"]) for w in (first, *others)))
     assert killed["state"] == "KILLED"
     assert [w["state"] for w in rest] == ["SUCCEEDED", "SUCCEEDED"]
@@ -380,15 +392,16 @@ async def test_killing_the_producers_workflow_leaves_its_job_running_for_the_fol
 
 
 async def test_killing_every_workflow_that_needs_a_job_kills_it_and_releases_its_claims(
-    system: Api, tmp_path: Path
+    system: Api, tmp_path: Path, gate: Gate
 ) -> None:
     log = tmp_path / "exec.log"
-    first, others = await producer_and_followers(system, sweep_member, log, "nobody", 3.0)
+    first, others = await producer_and_followers(system, sweep_member, log, "nobody", gate)
     for w in (first, *others):
         await kill(system, w["id"])
     done = await asyncio.gather(*(system.wait(w["id"]) for w in (first, *others)))
     assert [w["state"] for w in done] == ["KILLED"] * 3
-    await asyncio.sleep(3.5)  # the root would have finished by now had it not been killed
+    gate.open()
+    await asyncio.sleep(1.0)  # the root would have finished by now had it not been killed
     assert runs(log, "nobody-ingest") == 0
     for local_id in (1, 2):
         d = await system.db.datasets.find_one({"_id": action(done[0], local_id)["hash"]})
@@ -397,14 +410,14 @@ async def test_killing_every_workflow_that_needs_a_job_kills_it_and_releases_its
 
 
 async def test_a_successor_whose_workflow_is_killed_as_it_takes_over_leaves_nothing_waiting_or_claimed(
-    system: Api, tmp_path: Path
+    system: Api, tmp_path: Path, gate: Gate
 ) -> None:
     """The race of a kill with a takeover: a follower elected successor just before its
     own workflow's kill re-plans its inputs after the bulk kill passed, so its skipped
     root starts following the producer's root. That root must still end when the
     producer's does, and nothing the takeover claimed may stay claimed."""
     log = tmp_path / "exec.log"
-    first, (late,) = await producer_and_followers(system, sweep_member, log, "stale", 4.0, followers=1)
+    first, (late,) = await producer_and_followers(system, sweep_member, log, "stale", gate, followers=1)
     store = system.ctx.store
     elected = await acts.get(store, action(late, 2)["id"])  # as the election read it
     producer = await acts.get(store, action(first, 2)["id"])
@@ -419,6 +432,7 @@ async def test_a_successor_whose_workflow_is_killed_as_it_takes_over_leaves_noth
 
     await kill(system, first["id"])
     assert (await system.wait(first["id"]))["state"] == "KILLED"
+    gate.open()  # its job was killed: it never gets past the gate
     deadline = time.time() + 15
     while (root := await acts.get(store, root["_id"]))["state"] == "FOLLOWING":
         assert time.time() < deadline, "the re-planned root still follows a producer that ended"
@@ -430,13 +444,15 @@ async def test_a_successor_whose_workflow_is_killed_as_it_takes_over_leaves_noth
     assert runs(log, "stale-ingest") == 0
 
 
-async def test_a_successor_its_workflows_kill_has_flagged_does_not_take_over(system: Api, tmp_path: Path) -> None:
+async def test_a_successor_its_workflows_kill_has_flagged_does_not_take_over(
+    system: Api, tmp_path: Path, gate: Gate
+) -> None:
     """A kill flags every action of the workflow, then ends them one state at a time
     (WAITING before FOLLOWING). A follower elected before the flag must not take over
     after it: moved to WAITING past the kill's WAITING write, it would wait for ever in a
     killed workflow. It stays FOLLOWING, and the kill ends it."""
     log = tmp_path / "exec.log"
-    first, (late,) = await producer_and_followers(system, sweep_member, log, "flagged", 4.0, followers=1)
+    first, (late,) = await producer_and_followers(system, sweep_member, log, "flagged", gate, followers=1)
     store = system.ctx.store
     elected = await acts.get(store, action(late, 2)["id"])  # as the election read it
     producer = await acts.get(store, action(first, 2)["id"])
@@ -450,6 +466,7 @@ async def test_a_successor_its_workflows_kill_has_flagged_does_not_take_over(sys
     for wf in (late, first):
         await kill(system, wf["id"])
         assert (await system.wait(wf["id"]))["state"] == "KILLED"
+    gate.open()  # its job was killed: it never gets past the gate
     for local_id in (1, 2):
         d = await system.db.datasets.find_one({"_id": action(first, local_id)["hash"]})
         assert d["claims"] == [] and d["producers"] == [] and d["state"] == "DELETED", d
@@ -457,21 +474,22 @@ async def test_a_successor_its_workflows_kill_has_flagged_does_not_take_over(sys
 
 
 async def test_an_input_deleted_after_planning_is_computed_again_and_the_workflow_heals(
-    system: Api, tmp_path: Path
+    system: Api, tmp_path: Path, gate: Gate
 ) -> None:
     log = tmp_path / "exec.log"
     base = [logged(log, "heal-a", 0.0, 1), logged(log, "heal-b", 0.0, 2, [1])]
     assert (await system.run({"name": "heal", "actions": base}))["state"] == "SUCCEEDED"
-    # b is reused; c runs for 3 s, then d reads both b and c.
+    # b is reused; c runs until the test opens its gate, then d reads both b and c.
     body = {
         "name": "heal",
-        "actions": [*base, logged(log, "heal-c", 3.0, 3), logged(log, "heal-d", 0.0, 4, [2, 3])],
+        "actions": [*base, logged(log, "heal-c", 0.0, 3, **gate.env), logged(log, "heal-d", 0.0, 4, [2, 3])],
     }
     plan = await system.submit(body)
     assert decisions(plan) == {1: "reuse", 2: "reuse", 3: "compute", 4: "compute"}
     await running(system, plan["id"], 3)
     b = await system.db.datasets.find_one({"_id": action(plan, 2)["hash"]})
     shutil.rmtree(b["path"])  # gone between planning and d's start
+    gate.open()
     wf = await system.wait(plan["id"])
     assert wf["state"] == "SUCCEEDED", [(a["localId"], a["state"], a.get("error")) for a in wf["actions"]]
     assert runs(log, "heal-b") == 2 and runs(log, "heal-a") == 1  # a was still there: only b again

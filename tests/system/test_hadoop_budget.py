@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from tests.support.gates import Gate
 from tests.system.test_budget_reservations import KB, attempts_bytes
 from tests.system.test_hadoop_system import Hadoop, hadoop, hdfs_action
 
@@ -68,11 +69,15 @@ async def test_first_runs_on_hdfs_stay_within_the_budget(hadoop: Hadoop) -> None
 
 
 @pytest.mark.parametrize("hadoop", [BUDGET], indirect=True)
-async def test_an_action_without_room_on_hdfs_is_held_ready_and_starts_once_room_frees(hadoop: Hadoop) -> None:
-    # A 150 KB intermediate, claimed by a slow reader: nothing can be evicted while it reads.
+async def test_an_action_without_room_on_hdfs_is_held_ready_and_starts_once_room_frees(
+    hadoop: Hadoop, gate: Gate
+) -> None:
+    # A 150 KB intermediate, claimed by a slow reader: nothing can be evicted while it reads
+    # (it reads until the test has seen the other action held, at the gate).
     first = await hadoop.submit(
         {"name": "hclaimed", "actions": [
-            hdfs_action(1, "hbig", size_kb=150), hdfs_action(2, "hslow-reader", [1], seconds=6.0, size_kb=1)]}
+            hdfs_action(1, "hbig", size_kb=150),
+            hdfs_action(2, "hslow-reader", [1], size_kb=1, configurationParameters=gate.conf)]}
     )  # fmt: skip
     while (await hadoop.db.actions.find_one({"_id": f"{first['id']}.2"}))["state"] != "RUNNING":
         await asyncio.sleep(0.1)
@@ -85,6 +90,7 @@ async def test_an_action_without_room_on_hdfs_is_held_ready_and_starts_once_room
         await asyncio.sleep(0.1)
     assert view["state"] == "READY" and "storage" in view["held"] and "102400 B" in view["held"]
     assert hadoop.submissions().get(f"{second['id']}.1#1") is None  # no Oozie job yet
+    gate.open()
     reader = await hadoop.wait(first["id"])
     assert reader["state"] == "SUCCEEDED"
     done = await hadoop.wait(second["id"], timeout=90)

@@ -30,6 +30,7 @@ from tests.support.following import (
     states,
 )
 from tests.support.following import sweep_member as shared_sweep_member
+from tests.support.gates import Gate
 from tests.support.workflows import decisions
 from tests.system import test_hadoop_system
 from tests.system.test_hadoop_system import Hadoop, dataset_in, hdfs_action
@@ -98,12 +99,12 @@ async def test_a_sweep_of_concurrent_workflows_computes_its_shared_actions_once_
 
 
 async def test_a_workflow_submitted_while_the_shared_job_runs_on_oozie_follows_it(
-    hadoop: Hadoop, tmp_path: Path
+    hadoop: Hadoop, tmp_path: Path, gate: Gate
 ) -> None:
     log = tmp_path / "exec.log"
-    first = await hadoop.submit(sweep_member(log, "hlate", 0, root_seconds=3.0))
+    first = await hadoop.submit(sweep_member(log, "hlate", 0, root_seconds=0.0, **gate.env))
     await running(hadoop, first["id"], 1)
-    second = await hadoop.submit(sweep_member(log, "hlate", 1, root_seconds=3.0))
+    second = await hadoop.submit(sweep_member(log, "hlate", 1, root_seconds=0.0, **gate.env))
     assert decisions(second) == {1: "reuse", 2: "reuse", 3: "compute"}
     now = await hadoop.workflow(second["id"])
     middle = action(now, 2)
@@ -112,6 +113,7 @@ async def test_a_workflow_submitted_while_the_shared_job_runs_on_oozie_follows_i
     assert action(now, 1)["state"] == "SKIPPED"  # it only fed a follower
     assert action(now, 3)["state"] == "WAITING"  # waits for what it follows
     assert await oozie_status(hadoop, await job_of(hadoop, action(first, 1)["id"])) == "RUNNING"
+    gate.open()
     a, b = await asyncio.gather(hadoop.wait(first["id"]), hadoop.wait(second["id"]))
     assert a["state"] == b["state"] == "SUCCEEDED", (states(a), states(b))
     assert action(b, 2)["state"] == "REUSED" and action(a, 2)["state"] == "FINISHED"
@@ -121,12 +123,14 @@ async def test_a_workflow_submitted_while_the_shared_job_runs_on_oozie_follows_i
 
 
 async def test_killing_the_producers_workflow_leaves_its_oozie_job_running_for_the_followers(
-    hadoop: Hadoop, tmp_path: Path
+    hadoop: Hadoop, tmp_path: Path, gate: Gate
 ) -> None:
     log = tmp_path / "exec.log"
-    first, others = await producer_and_followers(hadoop, sweep_member, log, "hhanded", 4.0)
+    first, others = await producer_and_followers(hadoop, sweep_member, log, "hhanded", gate)
     root_job = await job_of(hadoop, action(first, 1)["id"])
     await kill(hadoop, first["id"])
+    await hadoop.wait(first["id"])  # its job handed over as it runs
+    gate.open()
     killed, *rest = await asyncio.gather(*(hadoop.wait(w["id"]) for w in (first, *others)))
     assert killed["state"] == "KILLED", states(killed)
     assert [w["state"] for w in rest] == ["SUCCEEDED", "SUCCEEDED"], [states(w) for w in rest]
@@ -148,10 +152,10 @@ async def test_killing_the_producers_workflow_leaves_its_oozie_job_running_for_t
 
 
 async def test_killing_every_workflow_that_needs_an_oozie_job_kills_it_and_releases_its_claims(
-    hadoop: Hadoop, tmp_path: Path
+    hadoop: Hadoop, tmp_path: Path, gate: Gate
 ) -> None:
     log = tmp_path / "exec.log"
-    first, others = await producer_and_followers(hadoop, sweep_member, log, "hnobody", 4.0)
+    first, others = await producer_and_followers(hadoop, sweep_member, log, "hnobody", gate)
     root_job = await job_of(hadoop, action(first, 1)["id"])
     for w in (first, *others):
         await kill(hadoop, w["id"])
@@ -163,6 +167,8 @@ async def test_killing_every_workflow_that_needs_an_oozie_job_kills_it_and_relea
     while (status := await oozie_status(hadoop, root_job)) != "KILLED":
         assert time.time() < deadline, f"the root's Oozie job is still {status}"
         await asyncio.sleep(0.2)
+    gate.open()
+    await asyncio.sleep(1.0)  # the root would have finished by now had its job not been killed
     assert runs(log, "hnobody-ingest") == 0
     assert not oozie_jobs(hadoop, "hnobody-features")  # the middle never started
     for local_id in (1, 2):
@@ -206,16 +212,16 @@ async def test_a_stored_dataset_deleted_from_hdfs_is_computed_again_by_the_next_
 
 
 async def test_an_input_deleted_from_hdfs_after_planning_is_computed_again_and_the_workflow_heals(
-    hadoop: Hadoop, tmp_path: Path
+    hadoop: Hadoop, tmp_path: Path, gate: Gate
 ) -> None:
     log = tmp_path / "exec.log"
     base = [job(log, "hheal-a", 1), job(log, "hheal-b", 2, [1])]
     seed = await hadoop.run({"name": "hheal", "actions": base})
     assert seed["state"] == "SUCCEEDED", states(seed)
-    # b is reused; c runs for 3 s on Oozie, then d reads both b and c.
+    # b is reused; c runs on Oozie until the test opens its gate, then d reads both b and c.
     body = {
         "name": "hheal",
-        "actions": [*base, job(log, "hheal-c", 3, seconds=3.0), job(log, "hheal-d", 4, [2, 3])],
+        "actions": [*base, job(log, "hheal-c", 3, **gate.env), job(log, "hheal-d", 4, [2, 3])],
     }
     plan = await hadoop.submit(body)
     assert decisions(plan) == {1: "reuse", 2: "reuse", 3: "compute", 4: "compute"}
@@ -224,6 +230,7 @@ async def test_an_input_deleted_from_hdfs_after_planning_is_computed_again_and_t
     assert b["state"] == "LEAF"  # the seed's leaf, reused by this plan
     # Gone from the emulator's disk, behind Pingo's back, between planning and d's start.
     shutil.rmtree(hadoop.hdfs_path(b["path"]))
+    gate.open()
     wf = await hadoop.wait(plan["id"])
     assert wf["state"] == "SUCCEEDED", states(wf)
     assert executions(hadoop, "hheal-b") == 2 == runs(log, "hheal-b")
@@ -239,16 +246,18 @@ async def test_an_input_deleted_from_hdfs_after_planning_is_computed_again_and_t
 
 
 async def test_a_producer_failing_its_first_attempt_on_oozie_is_taken_over_by_exactly_one_follower(
-    hadoop: Hadoop, tmp_path: Path
+    hadoop: Hadoop, tmp_path: Path, gate: Gate
 ) -> None:
     log, marker = tmp_path / "exec.log", tmp_path / "failed-once"
-    first = await hadoop.submit(sweep_member(log, "hflaky", 0, root_seconds=3.0, SYNTH_FAIL_ONCE=str(marker)))
+
+    def member(i: int) -> dict:
+        return sweep_member(log, "hflaky", i, root_seconds=0.0, SYNTH_FAIL_ONCE=str(marker), **gate.env)
+
+    first = await hadoop.submit(member(0))
     await running(hadoop, first["id"], 1)
-    others = [
-        await hadoop.submit(sweep_member(log, "hflaky", i, root_seconds=3.0, SYNTH_FAIL_ONCE=str(marker)))
-        for i in (1, 2, 3)
-    ]
+    others = [await hadoop.submit(member(i)) for i in (1, 2, 3)]
     assert all(action(o, 2)["reason"] == "in_flight" for o in others)
+    gate.open()
     done = await asyncio.gather(*(hadoop.wait(w["id"]) for w in (first, *others)))
     assert done[0]["state"] == "FAILED", states(done[0])
     assert action(done[0], 1)["reason"] == "action_failed"

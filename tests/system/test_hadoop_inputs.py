@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.gates import Gate
 from tests.system.test_hadoop_system import Hadoop, hadoop, hdfs_action
 
 __all__ = ["hadoop"]  # the fixture, used by name
@@ -74,16 +75,18 @@ async def test_by_checksum_a_same_size_edit_is_a_miss(hadoop: Hadoop) -> None:
     assert "PINGO_INPUT_MAX_FILES" in out["violations"][0]["message"], out
 
 
-async def test_an_hdfs_input_changed_while_its_reader_runs_is_found_at_commit(hadoop: Hadoop) -> None:
+async def test_an_hdfs_input_changed_while_its_reader_runs_is_found_at_commit(hadoop: Hadoop, gate: Gate) -> None:
     corpus = corpus_at(hadoop, "abcd")
     body = reading("/pingo/outputs/corpus", "hm")
     body["actions"][0]["additionalInput"][1]["value"] = "3"  # seconds of work: time to change it
+    body["actions"][0]["configurationParameters"] = gate.conf  # and it ends only once it was changed
     plan = await hadoop.submit(body)
     for _ in range(300):
         if (await hadoop.workflow(plan["id"]))["actions"][0]["state"] == "RUNNING":
             break
         await asyncio.sleep(0.1)
     (corpus / "part-00000").write_text("changed meanwhile")
+    gate.open()
     wf = await hadoop.wait(plan["id"])
     assert wf["state"] == "SUCCEEDED"
     assert wf["actions"][0]["inputChanged"][0]["changes"][0] == "size 4 -> 17"

@@ -15,6 +15,8 @@ import pytest
 from shared.lifecycle import moves
 from shared.store import stats
 from shared.store.transitions import decode
+from tests.support.gates import Gate
+from tests.support.sequential import hold_decisions
 from tests.support.system import Api, make_settings
 from tests.support.workflows import shell_action
 
@@ -48,6 +50,21 @@ async def settled(api: Api) -> None:
             await asyncio.sleep(0.2)
 
 
+async def quiet(api: Api) -> None:
+    """No eviction is decided from here on (the decision lease held, as another replica
+    would hold it), and none is under way: nothing was deleted for two decision intervals.
+    ``settled`` alone leaves a window on a loaded machine: a decision run late after the
+    last workflow evicts once it has returned, between the statistics and their recount."""
+    await hold_decisions(api)
+    async with asyncio.timeout(60):
+        while True:
+            await settled(api)
+            deleted = await api.db.datasets.count_documents({"state": "DELETED"})
+            await asyncio.sleep(2 * api.settings.decision_interval)
+            if await api.db.datasets.count_documents({"state": "DELETED"}) == deleted:
+                return
+
+
 async def recount(api: Api, width: int) -> dict[float, Counter]:
     """The same statistics, from the raw workflow, action and dataset documents."""
     out: dict[float, Counter] = defaultdict(Counter)
@@ -78,6 +95,7 @@ async def test_buckets_agree_with_a_raw_recount_after_a_random_run(system: Api) 
     for n in range(10):
         await system.run(random_workflow(rng, n))
         await settled(system)
+    await quiet(system)
     assert await system.db.datasets.count_documents({"state": "DELETED"}) > 0, "the budget never bit"
     assert await system.db.actions.count_documents({"state": "FAILED"}) > 0, "nothing failed"
     assert await system.db.actions.count_documents({"state": "REUSED"}) > 0, "nothing was reused"
@@ -126,20 +144,21 @@ async def computed_so_far(api: Api, since: float) -> float:
 
 
 async def test_a_long_workflows_finished_actions_are_counted_while_it_runs_and_once(
-    system: Api, monkeypatch: pytest.MonkeyPatch
+    system: Api, monkeypatch: pytest.MonkeyPatch, gate: Gate
 ) -> None:
     # A finished action's statistics are held in its workflow's document and counted when
     # the workflow settles: at its end, or, while it runs on, once they were held for
     # HOLD_STATS (docs/performance.md, "A chain's hop"); none is ever counted twice.
     monkeypatch.setattr(moves, "HOLD_STATS", 0.0)
     since = time.time() - 1
-    plan = await system.submit(
-        {"name": "long", "actions": [shell_action(1, "held-a"), shell_action(2, "held-b", [1], seconds=4.0)]}
-    )
+    # The second runs until the first one was counted (it waits at the gate).
+    second = shell_action(2, "held-b", [1], configurationParameters=gate.conf)
+    plan = await system.submit({"name": "long", "actions": [shell_action(1, "held-a"), second]})
     async with asyncio.timeout(30):
         while await computed_so_far(system, since) < 1:  # the first one, while the second runs
             assert (await system.workflow(plan["id"]))["state"] == "RUNNING"
             await asyncio.sleep(0.1)
+    gate.open()
     wf = await system.wait(plan["id"])
     assert wf["state"] == "SUCCEEDED"
     assert await computed_so_far(system, since) == 2

@@ -19,6 +19,7 @@ from pingo.dev import all_services
 from shared.config import Settings
 from shared.events import SCHEMA_VERSION
 from shared.runtime import Context, running
+from tests.support.gates import Gate
 from tests.support.system import Api, make_settings
 from tests.support.workflows import shell_action
 
@@ -99,13 +100,13 @@ async def broker(pingo: tuple[Api, Settings], amqp_url: str):
     await conn.close()
 
 
-def pipeline() -> dict[str, Any]:
-    """Three steps; the first takes a second, so a queue bound to the workflow right after
-    its submission is in place well before the first action ends."""
+def pipeline(gate: Gate) -> dict[str, Any]:
+    """Three steps; the first waits at ``gate``, so a queue bound to the workflow right after
+    its submission is in place before the first action ends."""
     return {
         "name": "integration",
         "actions": [
-            shell_action(1, "ie-extract", seconds=1.0, name="extract"),
+            shell_action(1, "ie-extract", name="extract", configurationParameters=gate.conf),
             shell_action(2, "ie-clean", [1], name="clean"),
             shell_action(3, "ie-report", [2], name="report"),
         ],
@@ -118,13 +119,14 @@ def check_envelopes(events: list[Received], wf_id: str) -> None:
         assert e.body["schema_version"] == SCHEMA_VERSION and e.body["producer"]
 
 
-async def test_an_integrators_capture_of_a_computed_and_a_fully_reused_run(pingo, broker) -> None:
+async def test_an_integrators_capture_of_a_computed_and_a_fully_reused_run(pingo, broker, gate: Gate) -> None:
     api, _ = pingo
     stream = await broker("#")  # everything: what the per-workflow queues are compared with
-    computed = await api.submit(pipeline())
+    computed = await api.submit(pipeline(gate))
     wf1 = computed["id"]
     mine = await broker(f"#.{wf1}")  # one workflow only, as documented
     other = await broker("*.*.*.wf-someone-else")
+    gate.open()
     done = await api.wait(wf1, timeout=60)
     assert done["state"] == "SUCCEEDED"
     await stream.until(lambda: any(e.type == "workflow.finished" for e in stream.of(wf1)))
@@ -169,7 +171,7 @@ async def test_an_integrators_capture_of_a_computed_and_a_fully_reused_run(pingo
     assert {e.action for e in mine.got if e.type == "action.finished"} == set(names)
 
     # -- the same workflow again: every action reused or skipped ------------------------
-    reused = await api.submit(pipeline())
+    reused = await api.submit(pipeline(gate))
     wf2 = reused["id"]
     assert reused["state"] == "SUCCEEDED"
     await stream.until(lambda: any(e.type == "workflow.finished" for e in stream.of(wf2)))

@@ -18,14 +18,16 @@ from shared.executors import local
 from shared.executors.base import JobRequest, JobState
 from shared.executors.local import LocalExecutor, job_name
 from shared.executors.local_runner import address
+from tests.support.gates import Gate
 from tests.support.workflows import JOBS
 
 
-def synth_job(tmp_path: Path, name: str, seconds: float, notify_url: str) -> JobRequest:
+def synth_job(tmp_path: Path, name: str, seconds: float, notify_url: str, gate: Gate | None = None) -> JobRequest:
+    """``gate``: the job runs on until the test opens it (tests/support/gates.py)."""
     return JobRequest(
         action_id=f"wf-r.{name}", external_id=f"wf-r.{name}#1", type="SHELL", name=name, action_folder=str(JOBS),
         main_class=None, command=["python3", "synth.py"], arguments=[name, str(seconds), "1", str(tmp_path / name)],
-        configuration={}, notify_url=notify_url,
+        configuration=gate.env if gate else {}, notify_url=notify_url,
     )  # fmt: skip
 
 
@@ -78,18 +80,22 @@ async def test_two_action_managers_on_one_host_share_one_runner_and_every_job_no
 
 
 async def test_a_queued_job_is_killed_before_it_starts_and_frees_nothing_it_did_not_hold(
-    tmp_path: Path, notifications
+    tmp_path: Path, notifications, gate: Gate
 ) -> None:
     url, got = notifications
     jobs = tmp_path / "jobs"
     executor = LocalExecutor(jobs, slots=1)
-    first = await executor.submit(synth_job(tmp_path, "long", 3.0, url))
+    first = await executor.submit(synth_job(tmp_path, "long", 0.0, url, gate))
     queued = await executor.submit(synth_job(tmp_path, "queued", 0.1, url))
     assert (await executor.status(queued)).state == JobState.PREP
     await executor.kill(queued)
     st = await ended(executor, queued, 10)
     assert st.state == JobState.KILLED and st.error == "killed before it started"
+    async with asyncio.timeout(10):  # it reads RUNNING from its start notice on, a second in
+        while (first, "RUNNING") not in [(g["jobId"], g["status"]) for g in got]:
+            await asyncio.sleep(0.05)
     assert (await executor.status(first)).state == JobState.RUNNING  # the running one goes on
+    gate.open()
     assert (await ended(executor, first)).state == JobState.SUCCEEDED
     assert not (tmp_path / "queued").exists()
     async with asyncio.timeout(10):
@@ -101,7 +107,9 @@ async def test_a_queued_job_is_killed_before_it_starts_and_frees_nothing_it_did_
     assert [(g["jobId"], g["status"]) for g in got if g["jobId"] == queued] == [(queued, "KILLED")]
 
 
-async def test_a_job_beats_from_its_first_second_on_and_reads_alive_before(tmp_path: Path, notifications) -> None:
+async def test_a_job_beats_from_its_first_second_on_and_reads_alive_before(
+    tmp_path: Path, notifications, gate: Gate
+) -> None:
     """The runner makes no heartbeat file when it takes a job (a job that ends within a
     second never needs one: docs/performance.md, "The job runner"); until its first beat
     the job is judged by its folder's age, so it reads PREP, and one waiting or running
@@ -109,7 +117,7 @@ async def test_a_job_beats_from_its_first_second_on_and_reads_alive_before(tmp_p
     url, _ = notifications
     jobs = tmp_path / "jobs"
     executor = LocalExecutor(jobs, slots=1)
-    running = await executor.submit(synth_job(tmp_path, "running", 2.0, url))
+    running = await executor.submit(synth_job(tmp_path, "running", 0.0, url, gate))
     queued = await executor.submit(synth_job(tmp_path, "queued", 0.1, url))
     assert (await executor.status(queued)).state == JobState.PREP
     async with asyncio.timeout(10):
@@ -117,6 +125,7 @@ async def test_a_job_beats_from_its_first_second_on_and_reads_alive_before(tmp_p
             await asyncio.sleep(0.05)
     assert (await executor.status(running)).state == JobState.RUNNING
     assert (await executor.status(queued)).state == JobState.PREP
+    gate.open()
     assert (await ended(executor, running)).state == JobState.SUCCEEDED
     assert (await ended(executor, queued)).state == JobState.SUCCEEDED
 

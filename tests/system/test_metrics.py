@@ -18,6 +18,7 @@ from shared.ops import OpsServer
 from shared.states import ACTION_LIVE
 from shared.storage.base import ATTEMPTS_DIR
 from shared.store import Store
+from tests.support.gates import Gate
 from tests.support.net import free_port
 from tests.support.system import AMQP_URL, Api, make_settings
 from tests.support.workflows import shell_action
@@ -110,10 +111,13 @@ async def test_not_ready_names_the_store_and_the_broker_when_unreachable() -> No
         await client.close()
 
 
-async def test_refused_callbacks_polls_and_live_actions_are_counted(system: Api, settings: Settings) -> None:
+async def test_refused_callbacks_polls_and_live_actions_are_counted(
+    system: Api, settings: Settings, gate: Gate
+) -> None:
     port = settings.metrics_port
     before = await scrape(port)
-    plan = await system.submit({"name": "watched", "actions": [shell_action(1, "w-slow", seconds=4.0)]})
+    watched = shell_action(1, "w-slow", configurationParameters=gate.conf)  # runs until the gate opens
+    plan = await system.submit({"name": "watched", "actions": [watched]})
     action_id = plan["actions"][0]["id"]
 
     async def live(states: tuple[str, ...]) -> float:
@@ -121,13 +125,20 @@ async def test_refused_callbacks_polls_and_live_actions_are_counted(system: Api,
         return sum(total(samples, "pingo_actions", state=s) for s in states)
 
     # While its job runs, the decision lease holder counts it in flight.
-    deadline = time.time() + 3.5
+    deadline = time.time() + 30
     while await live(("SUBMITTED", "RUNNING")) < 1:
         assert time.time() < deadline, "pingo_actions never showed the running action"
         await asyncio.sleep(0.1)
     url = f"{settings.callback_url}/callback/{action_id}"
     async with aiohttp.ClientSession() as http, http.get(url, params={"secret": "forged"}) as resp:
         assert resp.status == 403
+    # ...and its poller looks at it while it runs (first poll_interval after its submission).
+    deadline = time.time() + 30
+    lag = "pingo_poll_lag_seconds_count"
+    while total(await scrape(port), lag) - total(before, lag) < 1:
+        assert time.time() < deadline, "the running job was never polled"
+        await asyncio.sleep(0.1)
+    gate.open()
     assert (await system.wait(plan["id"]))["state"] == "SUCCEEDED"
     deadline = time.time() + 10
     while await live(tuple(str(s) for s in ACTION_LIVE)) != 0:
@@ -139,7 +150,7 @@ async def test_refused_callbacks_polls_and_live_actions_are_counted(system: Api,
         return total(after, name, **labels) - total(before, name, **labels)
 
     assert moved("pingo_callbacks_total", outcome="refused") == 1
-    assert moved("pingo_poll_lag_seconds_count") >= 1  # a 4 s job, first polled after 0.5 s
+    assert moved("pingo_poll_lag_seconds_count") >= 1  # it was polled while it ran (above)
     assert total(after, "pingo_storage_threshold_bytes") == settings.threshold * settings.capacity_bytes
 
 

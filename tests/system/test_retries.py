@@ -15,6 +15,7 @@ from typing import Any
 from pingo.dev import all_services
 from shared.config import Settings
 from shared.runtime import Context, running
+from tests.support.gates import Gate
 from tests.support.system import Api
 from tests.support.workflows import shell_action
 
@@ -186,11 +187,12 @@ async def test_pollers_racing_for_a_due_retry_start_one_attempt(system: Api, tmp
 
 
 async def test_a_follower_waits_through_its_producers_retries_and_reuses_the_output(
-    system: Api, tmp_path: Path
+    system: Api, tmp_path: Path, gate: Gate
 ) -> None:
     marker, label = tmp_path / "attempts", f"flaky-{uuid.uuid4().hex[:6]}"
     body = flaky(label, marker, 1, retries={"count": 1, "delaySeconds": 0.5})
-    body["actions"][0]["additionalInput"][1]["value"] = "1"  # each attempt runs a second: still in flight
+    # Its first attempt runs until the follower is planned: the producer is still in flight.
+    body["actions"][0]["configurationParameters"].extend(gate.conf)
     runs = tmp_path / "runs.log"  # synth appends a line per run
     body["actions"][0]["configurationParameters"].append({"key": "PINGO_EXEC_LOG", "value": str(runs)})
     first = await system.submit(body)
@@ -200,6 +202,7 @@ async def test_a_follower_waits_through_its_producers_retries_and_reuses_the_out
         await asyncio.sleep(0.05)
     second = await system.submit(body)
     assert second["actions"][0]["state"] == "FOLLOWING"
+    gate.open()
     producer, follower = await system.wait(first["id"]), await system.wait(second["id"])
     assert producer["state"] == follower["state"] == "SUCCEEDED"
     assert producer["actions"][0]["attempts"] == 2 and follower["actions"][0]["state"] == "REUSED"

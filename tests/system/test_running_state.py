@@ -9,6 +9,7 @@ import pytest
 
 from shared.config import Settings
 from tests.support.dev import pingo, user_env
+from tests.support.gates import Gate
 from tests.support.system import Api
 from tests.support.workflows import shell_action
 
@@ -20,8 +21,10 @@ def settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"poll_interval": 30.0, "poll_max_interval": 30.0})
 
 
-async def test_a_started_local_job_reads_running_with_its_start_time(system: Api) -> None:
-    plan = await system.submit({"name": "slow-one", "actions": [shell_action(1, "run-4s", seconds=4)]})
+async def test_a_started_local_job_reads_running_with_its_start_time(system: Api, gate: Gate) -> None:
+    # It runs until the test has seen it RUNNING and asked `pingo status` about it.
+    slow = shell_action(1, "run-4s", configurationParameters=gate.conf)
+    plan = await system.submit({"name": "slow-one", "actions": [slow]})
     seen: dict | None = None
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -39,6 +42,7 @@ async def test_a_started_local_job_reads_running_with_its_start_time(system: Api
     out = (await asyncio.to_thread(pingo, "status", plan["id"], env=env)).stdout
     row = next(line for line in out.splitlines() if "run-4s" in line and "RUNNING" in line)
     assert row.rstrip().endswith("s…"), out
+    gate.open()
     wf = await system.wait(plan["id"])
     assert wf["state"] == "SUCCEEDED"
     done = wf["actions"][0]

@@ -21,6 +21,7 @@ from pingo.dev import all_services
 from shared.runtime import Context, running
 from shared.store import users
 from tests.support.dev import pingo, user_env
+from tests.support.gates import Gate
 from tests.support.net import free_port
 from tests.support.system import Api, make_settings
 from tests.support.workflows import ROOT, diamond, shell_action
@@ -59,8 +60,15 @@ async def start_team(settings) -> Any:
 
 
 @pytest.fixture
-async def team(tmp_path: Path, mongo_url: str):
-    settings = make_settings(tmp_path, mongo_url, auth_cache_seconds=0.5, output_roots=[tmp_path / "home" / "{user}"])
+async def team(request: pytest.FixtureRequest, tmp_path: Path, mongo_url: str):
+    """``@pytest.mark.settings(name=value, ...)`` overrides some of its settings."""
+    marker = request.node.get_closest_marker("settings")
+    overrides = {
+        "auth_cache_seconds": 0.5,
+        "output_roots": [tmp_path / "home" / "{user}"],
+        **(marker.kwargs if marker else {}),
+    }
+    settings = make_settings(tmp_path, mongo_url, **overrides)
     ctx, tokens = await start_team(settings)
     async with running(ctx, all_services):
         anonymous = Api(settings)
@@ -396,9 +404,13 @@ async def test_another_users_action_definition_is_shown_only_to_admins_and_its_o
     assert key in seen["lineage"]["definition"] and wf["id"] not in json.dumps(seen)
 
 
-async def test_following_another_users_computation_shows_only_that_it_is_shared(team: Team) -> None:
+# Its job waits at a gate in the test's folder, which a sandboxed job cannot see (its /tmp
+# is its own); what bob learns of alice's job is the API's to keep, not the sandbox's.
+@pytest.mark.settings(job_sandbox="off")
+async def test_following_another_users_computation_shows_only_that_it_is_shared(team: Team, gate: Gate) -> None:
     alice, bob, root = await team.api("alice"), await team.api("bob"), await team.api("root")
-    body = {"name": "shared-root", "actions": [shell_action(1, "shared-root", seconds=3)]}
+    # alice's job runs until her kill has handed it to bob (it waits at the gate).
+    body = {"name": "shared-root", "actions": [shell_action(1, "shared-root", configurationParameters=gate.conf)]}
     theirs = await alice.submit(body)
     a_id = theirs["id"]
     deadline = time.time() + 30
@@ -422,6 +434,8 @@ async def test_following_another_users_computation_shows_only_that_it_is_shared(
     # alice kills her workflow: bob's action adopts her running job and finishes it.
     status, _ = await alice.request("POST", f"/api/v1/workflows/{a_id}/kill")
     assert status == 202
+    await alice.wait(a_id)  # killed, its job handed over as it runs
+    gate.open()
     done = await bob.wait(b_id)
     assert done["state"] == "SUCCEEDED", done["actions"]
     adopted = done["actions"][0]
