@@ -15,8 +15,9 @@ has had no job for ``IDLE_EXIT`` seconds. One runner per jobs folder and host: i
 a lock beside its socket, in a folder private to its user under the host's temporary
 folder (a Unix socket's path must be short, and must not sit on a shared volume).
 
-The executor hands a job over by its folder's name, notification URL and secret values,
-one JSON line on a connection it keeps for many jobs (``Handover``, ``runner_link``);
+The executor hands a job over by its folder's name, request (argv, environment),
+notification URL and secret values, one JSON line on a connection it keeps for many jobs
+(``Handover``, ``runner_link``); no ``request.json`` is written for it;
 the URL carries the callback secret and the values are the job's secrets
 (docs/planning.md, "Secret values"), so both are kept in memory only. A job is started
 with fork/exec (argv, never a shell), its output in the job folder, as the leader of a
