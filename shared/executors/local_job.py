@@ -218,19 +218,14 @@ class Notifier:
 NOTIFIER = Notifier()
 
 
-def notify_target(url: str, job_id: str, state: str) -> str:
-    """The URL to call: Oozie's ``$jobId`` and ``$status`` filled in."""
-    parts = urllib.parse.urlsplit(url.replace("$jobId", job_id).replace("$status", state))
-    # An action id may hold characters a URL path cannot (a space): percent-encode them.
-    return parts._replace(path=urllib.parse.quote(parts.path, safe="/%:@!$&'()*+,;=-._~")).geturl()
-
-
 def notify(url: str, job_id: str, state: str) -> None:
     """Best effort (three tries): a lost notification only delays the end until the next poll.
     Errors are swallowed, never logged: their text could hold the URL, and so the secret."""
     if not url:
         return
-    target = notify_target(url, job_id, state)
+    parts = urllib.parse.urlsplit(url.replace("$jobId", job_id).replace("$status", state))
+    # An action id may hold characters a URL path cannot (a space): percent-encode them.
+    target = parts._replace(path=urllib.parse.quote(parts.path, safe="/%:@!$&'()*+,;=-._~")).geturl()
     for attempt in range(3):
         try:
             if NOTIFIER.call(target):

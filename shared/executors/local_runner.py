@@ -54,10 +54,10 @@ from shared.executors.local_job import (
     Slot,
     beat,
     ending,
+    notify,
     replace_status,
     try_slot,
 )  # fmt: skip
-from shared.executors.loop_notifier import LoopNotifier
 from shared.logs import configure_logging
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,6 @@ class Runner:
         self.idle_since = time.monotonic()
         self.clients: set[asyncio.Transport] = set()
         self.tasks: set[asyncio.Task] = set()
-        self.notifier = LoopNotifier()
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -267,7 +266,7 @@ class Runner:
             with contextlib.suppress(OSError):
                 self.write_start(job)
             if job.notify_url:
-                self.spawn(self.notifier.notify(job.notify_url, job.dir.name, "RUNNING"))
+                self.spawn(asyncio.to_thread(notify, job.notify_url, job.dir.name, "RUNNING"))
 
     def watch_exit(self, job: Job) -> None:
         """Call ``exited`` once the job's process has ended: the loop watches a pidfd of it
@@ -350,11 +349,10 @@ class Runner:
                 self.wake.set()  # a queued job may take the slot
             self.jobs.pop(job.dir.name, None)
             self.idle_since = time.monotonic()
-        # On the loop, over a kept connection (``loop_notifier``), three tries. A job whose
-        # folder is gone has nothing to tell (its reader finds no job), and would only hold
-        # the runner's exit.
+        # Urllib, three tries: off the loop. A job whose folder is gone has nothing to tell
+        # (its reader finds no job), and would only hold the runner's exit.
         if job.notify_url and job.dir.is_dir():
-            self.spawn(self.notifier.notify(job.notify_url, job.dir.name, state))
+            self.spawn(asyncio.to_thread(notify, job.notify_url, job.dir.name, state))
 
     def killed_queued(self, job: Job) -> None:
         """End a queued job whose kill was asked. The starts not written yet are written
