@@ -4,7 +4,7 @@ action's own (attempt) output path last."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from enum import StrEnum
 from typing import Any, Literal, Protocol
 
@@ -99,10 +99,13 @@ class Executor(Protocol):
         the workflow is refused whole, before anything runs."""
         ...
 
-    async def submit(self, job: JobRequest) -> str:
+    async def submit(self, job: JobRequest, prepare: Callable[[], None] | None = None) -> str:
         """Start the job and return its id. Submitting an external id again returns the same job.
         Raises ``JobFenced`` (see ``fence``), ``JobRefused`` (final); any other failure is
-        retried, up to ``PINGO_SUBMIT_RETRY_CEILING`` tries."""
+        retried, up to ``PINGO_SUBMIT_RETRY_CEILING`` tries. ``prepare``: the caller's
+        blocking work to do first (``Storage.preparer``), run in a worker thread (the local
+        executor's own, which makes the job's folder: one hand-off on the hop instead of
+        three); what it raises is raised, and then no job is made."""
 
     def job_id(self, external_id: str) -> str | None:
         """The id the job of ``external_id`` will have, known before it is submitted (the

@@ -23,9 +23,9 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from shared.executors import local_runner
 from shared.executors.base import (
@@ -329,12 +329,38 @@ class LocalExecutor:
             return {}
         return {k: job.configuration[k] for k in job.secret_keys if k in job.configuration}
 
+    def _make(self, job: JobRequest, job_dir: Path, prepare: Callable[[], None] | None) -> bytes | None:
+        """The caller's ``prepare``, then the job's folder, in one worker thread
+        (docs/performance.md, "A chain's hop"): the job's request, encoded, for the
+        runner; None if the job exists already."""
+        if prepare is not None:
+            prepare()
+        if (request := self._make_folder(job, job_dir)) is not None:
+            return json.dumps(request).encode()
+        if job_dir.is_dir():
+            return None
+        raise JobFenced(f"{job.external_id} was taken back from its submitter (judged lost): no job is started")
+
     def _write_request(self, job: JobRequest, job_dir: Path) -> bool:
-        """Create the job's folder and request; False if the job exists already."""
+        """Create the job's folder and its ``request.json``, which a supervisor of its own
+        reads; False if the job exists already."""
+        if (request := self._make_folder(job, job_dir)) is None:
+            return False
+        self._write_request_file(job_dir, json.dumps(request).encode())
+        return True
+
+    @staticmethod
+    def _write_request_file(job_dir: Path, request: bytes) -> None:
+        with os.fdopen(_open_private(job_dir / "request.json"), "wb") as f:
+            f.write(request)
+
+    def _make_folder(self, job: JobRequest, job_dir: Path) -> dict[str, Any] | None:
+        """Create the job's folder; what its runner or supervisor is to run (its request),
+        or None if the job exists already."""
         try:
             job_dir.mkdir(mode=0o700)
         except FileExistsError:
-            return False
+            return None
         env = job_environment(
             job.configuration,
             job.action_id,
@@ -384,27 +410,33 @@ class LocalExecutor:
             "slots": self.slots,
             "external_id": job.external_id,
         }  # no notify_url (it holds the callback secret) nor secret values: they go over the socket or stdin
-        with os.fdopen(_open_private(job_dir / "request.json"), "wb") as f:
-            f.write(json.dumps(request).encode())
-        return True
+        return request
 
-    async def submit(self, job: JobRequest) -> str:
+    async def submit(self, job: JobRequest, prepare: Callable[[], None] | None = None) -> str:
         job_id = job_name(job.external_id)
         job_dir = self.jobs_dir / job_id
-        if not await asyncio.to_thread(self._write_request, job, job_dir):
-            if await asyncio.to_thread(job_dir.is_dir):
-                return job_id  # submitted before (a retried submit): the same job
-            raise JobFenced(f"{job.external_id} was taken back from its submitter (judged lost): no job is started")
+        request = await asyncio.to_thread(self._make, job, job_dir, prepare)
+        if request is None:
+            return job_id  # submitted before (a retried submit): the same job
         secrets = self._secrets(job)
-        if await self._hand_to_runner(job_id, job.notify_url, secrets):
+        if await self._hand_to_runner(job_id, job.notify_url, secrets, request):
             return job_id
         log.warning("the local job runner could not be reached; %s gets a supervisor of its own", job_id)
+        await asyncio.to_thread(self._write_request_file, job_dir, request)
         await self._supervise(job_id, job_dir, job.notify_url, secrets)
         return job_id
 
-    async def _hand_to_runner(self, job_id: str, notify_url: str, secrets: dict[str, str]) -> bool:
-        """Give the job to this host's runner, starting one if none answers."""
-        message = json.dumps({"job": job_id, "notify": notify_url, "secrets": secrets}).encode() + b"\n"
+    async def _hand_to_runner(
+        self, job_id: str, notify_url: str, secrets: dict[str, str], request: bytes | None = None
+    ) -> bool:
+        """Give the job to this host's runner, starting one if none answers. Its request
+        (encoded) rides in the hand-over: no ``request.json``, a file less per job, which
+        nothing after the hand-over would read (docs/performance.md, "The job runner");
+        None: the runner reads the job folder's."""
+        message = json.dumps({"job": job_id, "notify": notify_url, "secrets": secrets}).encode()
+        if request is not None:
+            message = message[:-1] + b', "request": ' + request + b"}"
+        message += b"\n"
         deadline = time.monotonic() + RUNNER_WAIT
         started_at = 0.0
         while time.monotonic() < deadline:

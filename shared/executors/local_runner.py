@@ -15,8 +15,9 @@ has had no job for ``IDLE_EXIT`` seconds. One runner per jobs folder and host: i
 a lock beside its socket, in a folder private to its user under the host's temporary
 folder (a Unix socket's path must be short, and must not sit on a shared volume).
 
-The executor hands a job over by its folder's name, notification URL and secret values,
-one JSON line on a connection it keeps for many jobs (``Handover``, ``runner_link``);
+The executor hands a job over by its folder's name, request (argv, environment),
+notification URL and secret values, one JSON line on a connection it keeps for many jobs
+(``Handover``, ``runner_link``); no ``request.json`` is written for it;
 the URL carries the callback secret and the values are the job's secrets
 (docs/planning.md, "Secret values"), so both are kept in memory only. A job is started
 with fork/exec (argv, never a shell), its output in the job folder, as the leader of a
@@ -69,8 +70,9 @@ QUEUED_KILL_CHECK = 0.5
 # How often a queued job tries for a slot held by another process (a job of this
 # runner ending frees one at once).
 SLOT_RETRY = 0.05
-# The longest request line taken (a job's name, URL and secret values).
-MAX_REQUEST = 1 << 20
+# The longest request line taken (a job's name, URL, secret values and request: its argv
+# and environment, which exec bounds at a few MiB).
+MAX_REQUEST = 16 << 20
 # How often the runner checks that its jobs folder is still there: removed (a test's or a
 # benchmark's temporary folder), nothing of its jobs can be recorded, so it stops them
 # and exits (docs/architecture.md, "The local job runner").
@@ -91,11 +93,18 @@ def runtime_dir() -> Path:
     return path
 
 
+# The hand-over's version, in the runner's address: an upgraded executor never hands a job
+# to a runner of an earlier version still serving (it starts its own beside it; slots are
+# flocks, so the two never run too many). 2: the request rides in the hand-over.
+PROTOCOL = 2
+
+
 def address(jobs_dir: Path) -> tuple[Path, Path, Path]:
     """The runner's socket, lock and log for ``jobs_dir`` on this host."""
     digest = hashlib.sha256(str(jobs_dir.resolve()).encode()).hexdigest()[:20]
+    name = f"{digest}.v{PROTOCOL}"
     base = runtime_dir()
-    return base / f"{digest}.sock", base / f"{digest}.lock", base / f"{digest}.log"
+    return base / f"{name}.sock", base / f"{name}.lock", base / f"{name}.log"
 
 
 @dataclass
@@ -162,7 +171,10 @@ class Runner:
             # the largest part of the runner's CPU per job where the file system makes it
             # dear (docs/performance.md, "The job runner").
             job.status.update(state="PREP", submitted_at=time.time(), runner=os.getpid())
-            job.request = json.loads((job_dir / "request.json").read_text())
+            # The request rides in the hand-over; an executor of an earlier version wrote it
+            # to the job's folder instead.
+            request = message.get("request")
+            job.request = request if isinstance(request, dict) else json.loads((job_dir / "request.json").read_text())
             int(job.request["slots"])
             # Secret values come with the hand-over, in memory only (docs/planning.md, "Secret values").
             job.request["env"].update({str(k): str(v) for k, v in (message.get("secrets") or {}).items()})

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import posixpath
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from email.utils import parsedate_to_datetime
 from xml.etree import ElementTree as ET
 
@@ -202,7 +202,9 @@ class OozieExecutor:
         ET.SubElement(app, "end", {"name": "end"})
         return ET.tostring(app, encoding="utf-8", xml_declaration=True)
 
-    async def submit(self, job: JobRequest) -> str:
+    async def submit(self, job: JobRequest, prepare: Callable[[], None] | None = None) -> str:
+        if prepare is not None:
+            await asyncio.to_thread(prepare)
         if existing := await self.oozie.find(job.external_id):
             return existing  # submitted before (the submitter died before recording it)
         app_dir = posixpath.join(self.apps_root, path_name(job.external_id))

@@ -33,6 +33,7 @@ from shared.lifecycle.replanning import CannotReplan, Replans
 from shared.metrics import READY_TO_SUBMIT, SUBMIT_ERRORS
 from shared.states import ActionState
 from shared.storage import Storage
+from shared.storage.base import InputsGone
 from shared.store import Store
 from shared.store import actions as acts
 from shared.store import datasets as ds
@@ -287,7 +288,12 @@ class Starter:
         found = await asyncio.gather(*(self.storage.exists(p) for p in paths))
         if all(found):
             return True
-        gone = [p for p, ok in zip(paths, found, strict=True) if not ok]
+        return await self.inputs_gone(action, [p for p, ok in zip(paths, found, strict=True) if not ok], guard)
+
+    async def inputs_gone(self, action: ActionDoc, gone: list[str], guard: dict[str, Any]) -> bool:
+        """``inputs_ready``'s answer once ``gone`` were found missing: True if they are
+        stored again after all (re-planning found them), else False, the action ended or
+        waiting for their producers."""
         log.warning("%s: input %s gone before the start; re-planning its producers", action["_id"], ", ".join(gone))
         try:
             pending, claims = await self.replanning.inputs(action)
@@ -330,40 +336,64 @@ class Starter:
                 await self.ending.end(mine, A.KILLED, "killed", sources=[A.PROCESSING], where=lease, by=self.owner)
         return res
 
-    async def claimed_attempt(self, action: ActionDoc) -> ActionDoc | None:
+    async def claimed_attempt(self, action: ActionDoc) -> tuple[ActionDoc, list[str]] | None:
         """The attempt to submit of a claimed action: recorded now (PROCESSING, claimed by
-        the scrape) or already (SUBMITTED, claimed on its READY event). None if it is not
-        to be submitted."""
+        the scrape, its inputs checked) or already (SUBMITTED, claimed on its READY event),
+        with the inputs its start is still to check. None if it is not to be submitted."""
         if action["state"] != A.SUBMITTED:
-            return await self.start_attempt(action)
-        # Its job not made yet: the attempt's job id is None, or the one named with the claim.
-        guard = {"external_id": action["external_id"], "job_id": action.get("job_id")}
-        no_job = {"sources": [A.SUBMITTED], "where": guard}
+            res = await self.start_attempt(action)
+            return None if res is None else (res, [])
         if time.time() - float(action["lease_at"]) > self.settings.stale_after / 2:
             # Queued long enough that the poller may soon judge its submitter lost (it
             # takes back a SUBMITTED attempt with no job after PINGO_STALE_AFTER): is it still ours?
             mine = await acts.get(self.store, action["_id"], {"state": 1, "external_id": 1})
             if not mine or mine["state"] != A.SUBMITTED or mine.get("external_id") != action["external_id"]:
                 return None
-        if not await self.inputs_ready(action, no_job):
-            return None
-        return action
+        return action, list(action.get("input_paths", []))
+
+    @staticmethod
+    def no_job(action: ActionDoc) -> dict[str, Any]:
+        """The guard of a move of a SUBMITTED attempt whose job is not made yet: its job id
+        is None, or the one named with the claim."""
+        guard = {"external_id": action["external_id"], "job_id": action.get("job_id")}
+        return {"sources": [A.SUBMITTED], "where": guard}
+
+    async def make_job(self, action: ActionDoc, inputs: list[str]) -> str | None:
+        """The attempt's inputs checked (``inputs``: those still to check), its folder
+        prepared and its job made: its job id, or None if an input is gone (the action
+        then ends or waits for it: ``inputs_gone``). Where the storage is local, the three
+        are one worker thread's work, the executor's (``Storage.preparer``;
+        docs/performance.md, "A chain's hop"). Submitting an external id again returns its
+        job (the Executor contract): no find first."""
+        prepare = self.storage.preparer(action["attempt_path"], inputs, user=action.get("owner"))
+        if prepare is None:
+            if inputs and not await self.inputs_ready(action, self.no_job(action)):
+                return None
+            await self.storage.prepare(action["attempt_path"], user=action.get("owner"))
+        try:
+            return await self.executor.submit(self.job_request(action), prepare=prepare)
+        except InputsGone as exc:
+            # Found before the job was made: none was, so the no-job guard holds.
+            if not await self.inputs_gone(action, exc.paths, self.no_job(action)):
+                return None
+        return await self.make_job(action, [])  # re-planning found nothing to wait for: it starts as it is
 
     async def submit(self, action: ActionDoc) -> None:
         """Hand a claimed action's attempt to the executor, and record its job if the claim
         could not (``attempt_fields``)."""
-        res = await self.claimed_attempt(action)
-        if res is None:
+        claimed = await self.claimed_attempt(action)
+        if claimed is None:
             return
+        res, inputs = claimed
         attempt, external_id = res["attempt"], res["external_id"]
         # An action turns READY when its last parent ends: this is parent end -> child start.
         ready = [h["at"] for h in res.get("history") or [] if h.get("state") == A.READY]
         if ready:
             READY_TO_SUBMIT.observe(max(0.0, time.time() - ready[-1]))
         try:
-            await self.storage.prepare(res["attempt_path"], user=res.get("owner"))
-            # Submitting an external id again returns its job (the Executor contract): no find first.
-            job_id = await self.executor.submit(self.job_request(res))
+            job_id = await self.make_job(res, inputs)
+            if job_id is None:
+                return
         except JobFenced as exc:
             # This submitter was slower than its lease: the poller took the attempt back
             # (the next one is its own), and no job of this one was started.

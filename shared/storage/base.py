@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -53,6 +54,14 @@ class InputTooLarge(StorageError, ValueError):
             f'(PINGO_INPUT_MAX_FILES); name a smaller folder, or mark the value {{"input": false}} '
             "to leave it out of the key"
         )
+
+
+class InputsGone(StorageError):
+    """Inputs of an attempt found missing just before its start (``Storage.preparer``)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+        super().__init__(f"input {', '.join(paths)} gone")
 
 
 @dataclass(frozen=True)
@@ -112,6 +121,14 @@ class Storage(Protocol):
         ``user`` (here and in commit and discard): the owner of the action, as whom an
         unmanaged output is written where the storage knows users (HDFS: ``doas``); the
         managed root is the storage's own. A local storage runs everything as Pingo."""
+
+    def preparer(self, attempt: str, inputs: list[str], user: str | None = None) -> Callable[[], None] | None:
+        """``prepare`` and an ``exists`` of each of ``inputs``, as one plain blocking call,
+        for a caller to run in a worker thread it runs anyway (the local executor's, which
+        makes the job's folder: docs/architecture.md, "The local job runner"): it raises
+        ``InputsGone`` with the inputs missing, before preparing anything. None where the
+        storage's work is not a blocking local call (WebHDFS): ``prepare`` and ``exists``
+        then."""
 
     async def commit(self, attempt: str, final: str, replace: bool = False, user: str | None = None) -> bool:
         """Move the attempt's output to ``final``. The first commit wins: a later one is

@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from shared.storage.base import (
     ATTEMPTS_DIR,
     REPLACE_ROUNDS,
     Entry,
+    InputsGone,
     InputTooLarge,
     Integrity,
     check_fingerprint_size,
@@ -181,6 +183,14 @@ class LocalStorage:
 
     async def prepare(self, attempt: str, user: str | None = None) -> None:
         await asyncio.to_thread(self._prepare, Path(attempt))
+
+    def preparer(self, attempt: str, inputs: list[str], user: str | None = None) -> Callable[[], None]:
+        def prepare() -> None:
+            if gone := [p for p in inputs if not os.path.exists(p)]:
+                raise InputsGone(gone)
+            self._prepare(Path(attempt))
+
+        return prepare
 
     @staticmethod
     def _prepare(attempt: Path) -> None:

@@ -64,6 +64,9 @@ class WebHdfsStorage:
             return self.hdfs
         return self.hdfs.acting_as(user)
 
+    def preparer(self, attempt: str, inputs: list[str], user: str | None = None) -> None:
+        return None  # requests over the network: ``prepare`` and ``exists``, on the loop
+
     async def prepare(self, attempt: str, user: str | None = None) -> None:
         fs = self._fs(attempt, user)
         staging = posixpath.dirname(attempt)

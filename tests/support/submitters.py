@@ -44,16 +44,16 @@ def hold_submitter(
     submit = type(executor).submit
     held = HeldSubmitter(name)
 
-    async def holding(self: Any, job: Any) -> str:
+    async def holding(self: Any, job: Any, **kwargs: Any) -> str:
         if job.name != name or held.reached.is_set():
-            return await submit(self, job)
+            return await submit(self, job, **kwargs)
         held.external_id = job.external_id
         if on_hold is not None:
             await on_hold(self, job)
         held.reached.set()
         await (until(job) if until is not None else held.release.wait())
         try:
-            held.job = await submit(self, job)
+            held.job = await submit(self, job, **kwargs)
         except Exception as exc:
             held.refused = type(exc).__name__
             raise

@@ -70,7 +70,7 @@ attempt("read bob's output", lambda: pathlib.Path(targets["bob_output"]).read_te
 attempt("write into bob's output root", lambda: write(os.path.join(targets["bob_root"], "planted")))
 attempt("write into the managed root", lambda: write(os.path.join(targets["managed_root"], "planted")))
 attempt("touch bob's kill file", lambda: write(targets["bob_kill"]))
-attempt("read bob's request", lambda: pathlib.Path(targets["bob_request"]).read_text())
+attempt("read bob's status", lambda: pathlib.Path(targets["bob_status"]).read_text())
 attempt("read bob's log", lambda: pathlib.Path(targets["bob_log"]).read_text())
 attempt("read the operator's token", lambda: pathlib.Path(targets["token"]).read_text())
 attempt("signal bob's job", lambda: os.kill(targets["bob_pid"], signal.SIGKILL))
@@ -173,7 +173,7 @@ async def test_a_users_job_reaches_neither_pingo_nor_another_user(base: Path, mo
             "bob_root": str(base / "home" / "bob"),
             "managed_root": str(settings.managed_dir),
             "bob_kill": str(bob_job / "kill"),
-            "bob_request": str(bob_job / "request.json"),
+            "bob_status": str(bob_job / "status.json"),
             "bob_log": str(bob_job / "stdout.log"),
             "bob_pid": bob_pid,
             "token": str(base / "config" / "pingo" / "token"),
