@@ -341,16 +341,10 @@ class LocalExecutor:
             return None
         raise JobFenced(f"{job.external_id} was taken back from its submitter (judged lost): no job is started")
 
-    def _write_request(self, job: JobRequest, job_dir: Path) -> bool:
-        """Create the job's folder and its ``request.json``, which a supervisor of its own
-        reads; False if the job exists already."""
-        if (request := self._make_folder(job, job_dir)) is None:
-            return False
-        self._write_request_file(job_dir, json.dumps(request).encode())
-        return True
-
     @staticmethod
     def _write_request_file(job_dir: Path, request: bytes) -> None:
+        """The job's ``request.json``: read by a supervisor of its own only (the runner
+        gets the request in its hand-over)."""
         with os.fdopen(_open_private(job_dir / "request.json"), "wb") as f:
             f.write(request)
 
@@ -426,17 +420,13 @@ class LocalExecutor:
         await self._supervise(job_id, job_dir, job.notify_url, secrets)
         return job_id
 
-    async def _hand_to_runner(
-        self, job_id: str, notify_url: str, secrets: dict[str, str], request: bytes | None = None
-    ) -> bool:
+    async def _hand_to_runner(self, job_id: str, notify_url: str, secrets: dict[str, str], request: bytes) -> bool:
         """Give the job to this host's runner, starting one if none answers. Its request
-        (encoded) rides in the hand-over: no ``request.json``, a file less per job, which
-        nothing after the hand-over would read (docs/performance.md, "The job runner");
-        None: the runner reads the job folder's."""
-        message = json.dumps({"job": job_id, "notify": notify_url, "secrets": secrets}).encode()
-        if request is not None:
-            message = message[:-1] + b', "request": ' + request + b"}"
-        message += b"\n"
+        (encoded in ``_make``'s worker thread) rides in the hand-over: no ``request.json``,
+        a file less per job, which nothing after the hand-over would read
+        (docs/performance.md, "The job runner")."""
+        head = json.dumps({"job": job_id, "notify": notify_url, "secrets": secrets}).encode()
+        message = head[:-1] + b', "request": ' + request + b"}\n"
         deadline = time.monotonic() + RUNNER_WAIT
         started_at = 0.0
         while time.monotonic() < deadline:

@@ -171,10 +171,9 @@ class Runner:
             # the largest part of the runner's CPU per job where the file system makes it
             # dear (docs/performance.md, "The job runner").
             job.status.update(state="PREP", submitted_at=time.time(), runner=os.getpid())
-            # The request rides in the hand-over; an executor of an earlier version wrote it
-            # to the job's folder instead.
-            request = message.get("request")
-            job.request = request if isinstance(request, dict) else json.loads((job_dir / "request.json").read_text())
+            # The request rides in the hand-over (an executor of an earlier version, which wrote
+            # it to the job's folder, talks to a runner of its own version: ``PROTOCOL``).
+            job.request = dict(message["request"])
             int(job.request["slots"])
             # Secret values come with the hand-over, in memory only (docs/planning.md, "Secret values").
             job.request["env"].update({str(k): str(v) for k, v in (message.get("secrets") or {}).items()})

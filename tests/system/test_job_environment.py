@@ -181,7 +181,9 @@ async def test_a_supervisor_of_its_own_gets_the_secret_values_over_its_stdin(tmp
     )  # fmt: skip
     executor = LocalExecutor(tmp_path / "jobs")
     job_dir = executor.jobs_dir / "env-job"
-    assert executor._write_request(job, job_dir)
+    request = executor._make(job, job_dir, None)
+    assert request is not None
+    executor._write_request_file(job_dir, request)  # as submit does for a job without a runner
     assert SECRET not in (job_dir / "request.json").read_text()
     await executor._supervise("env-job", job_dir, url, executor._secrets(job))
     async with asyncio.timeout(30):

@@ -140,9 +140,10 @@ async def test_a_job_a_dead_runner_was_starting_is_not_started_again(tmp_path: P
     executor = LocalExecutor(jobs, slots=1)
     taken = synth_job(tmp_path, "taken", 0.0, url)
     job_id = job_name(taken.external_id)
-    assert executor._write_request(taken, jobs / job_id)
+    request = executor._make(taken, jobs / job_id, None)
+    assert request is not None
     (jobs / job_id / "stdout.log").touch()  # what the dead runner left of its start
-    assert await executor._hand_to_runner(job_id, url, {})
+    assert await executor._hand_to_runner(job_id, url, {}, request)
     later = await executor.submit(synth_job(tmp_path, "later", 0.0, url))
     assert (await ended(executor, later)).state == JobState.SUCCEEDED
     # One slot, oldest first: had it been started, it would have run before the later one.
