@@ -548,7 +548,7 @@ def _plain(body: Any, *, depth_only: bool = False) -> bool:
     (a 10,000-action workflow: three walks of 0.2 s each; docs/performance.md, "A big
     workflow"). A body it refuses is walked again by them, to say what and where."""
     if not isinstance(body, dict | list):
-        return depth_only or _plain_scalar(body)
+        return depth_only or _scalar_problem(body) is None
     stack: list[tuple[Any, int]] = [(body, 1)]
     while stack:
         value, depth = stack.pop()
@@ -562,28 +562,35 @@ def _plain(body: Any, *, depth_only: bool = False) -> bool:
                     return False
                 if isinstance(v, dict | list):
                     stack.append((v, depth + 1))
-                elif not depth_only and not _plain_scalar(v):
+                elif not depth_only and _scalar_problem(v) is not None:
                     return False
         else:
             for v in value:
                 if isinstance(v, dict | list):
                     stack.append((v, depth + 1))
-                elif not depth_only and not _plain_scalar(v):
+                elif not depth_only and _scalar_problem(v) is not None:
                     return False
     return True
 
 
-def _plain_scalar(value: Any) -> bool:
-    """Whether ``document_violations`` finds nothing in a scalar (as it judges each)."""
+def _scalar_problem(value: Any) -> str | None:
+    """What ``document_violations`` says of a scalar, or None: the one home of its rules
+    (``_plain`` asks them too, without a location)."""
     if isinstance(value, str):
-        return _plain_text(value)
-    if isinstance(value, bool):
-        return True
-    if isinstance(value, int):
-        return INT64_MIN <= value <= INT64_MAX
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return True
+        return None if _plain_text(value) else _string_problem(value)
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        return "integers must fit a signed 64-bit integer (-2^63 to 2^63-1)"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "numbers must be finite"
+    return None
+
+
+def is_plain(body: Any) -> bool:
+    """Whether none of the document checks (depth, ``document_violations``,
+    ``repeated_keys``) has anything to say of ``body``: one walk without locations. A
+    caller that asked it hands the answer to ``parse_workflow`` (``plain``), so that a big
+    body is walked once before it is parsed (docs/performance.md, "A big workflow")."""
+    return _plain(body)
 
 
 def too_deep(body: Any) -> Violation | None:
@@ -627,16 +634,8 @@ def document_violations(body: Any) -> list[Violation]:
             stack.extend(reversed(children))
         elif isinstance(value, list):
             stack.extend((v, f"{where}[{i}]") for i, v in reversed(list(enumerate(value))))
-        elif isinstance(value, str):
-            if problem := _string_problem(value):
-                out.append(_located(body, where, problem))
-        elif isinstance(value, bool):
-            continue
-        elif isinstance(value, int):
-            if not INT64_MIN <= value <= INT64_MAX:
-                out.append(_located(body, where, "integers must fit a signed 64-bit integer (-2^63 to 2^63-1)"))
-        elif isinstance(value, float) and not math.isfinite(value):
-            out.append(_located(body, where, "numbers must be finite"))
+        elif problem := _scalar_problem(value):
+            out.append(_located(body, where, problem))
     return out
 
 
@@ -686,15 +685,17 @@ def _id_hint(raw: Any) -> ActionId | None:
 
 
 def parse_workflow(
-    body: Any, parsed: list[tuple[int, ActionSpec]] | None = None
+    body: Any, parsed: list[tuple[int, ActionSpec]] | None = None, *, plain: bool | None = None
 ) -> tuple[WorkflowSpec | None, list[Violation]]:
     """Normalize a submitted workflow; on any violation return (None, every violation).
 
     ``parsed``, if given, receives every action that parsed on its own, with its position,
-    so that checks against the installation can report on them in the same response."""
+    so that checks against the installation can report on them in the same response.
+    ``plain``: ``is_plain(body)``, if the caller asked it already."""
     # The common body: no walk below has anything to report, its depth included, so one
     # walk without locations stands in for all three.
-    plain = _plain(body)
+    if plain is None:
+        plain = _plain(body)
     if not plain and (deep := too_deep(body)) is not None:
         return None, [deep]
     violations = [] if plain else document_violations(body)

@@ -59,7 +59,7 @@ from shared.store import workflows as wfs
 from shared.store.idempotency import Held
 from shared.store.records import ActionRecord, Totals, WorkflowRecord
 from shared.ticker import Ticker, cancel_all, forever
-from shared.workflow_spec import MAX_DEPTH, too_deep
+from shared.workflow_spec import MAX_DEPTH, is_plain, too_deep
 
 log = logging.getLogger(__name__)
 A, W = ActionState, WorkflowState
@@ -147,12 +147,16 @@ class WorkflowManager:
             return error(400, f"malformed JSON: {exc}", type=MALFORMED_BODY)
         except RecursionError:
             return error(400, "malformed JSON: nested too deeply", type=MALFORMED_BODY)
-        if (deep := too_deep(body)) is not None:
+        # One walk of the whole body, in a worker thread (a big one takes a while): the
+        # common body has nothing for any document check, its depth included, and parsing
+        # it is then spared a second walk.
+        plain = await asyncio.to_thread(run_paused, is_plain, body)
+        if not plain and (deep := too_deep(body)) is not None:
             return error(400, f"malformed JSON: nested deeper than {MAX_DEPTH} levels", type=MALFORMED_BODY,
                          violations=[deep.model_dump(exclude_none=True)])  # fmt: skip
         who = auth.identity(request)
         owner = who.name
-        checked = await check(body, self.settings, self.ctx.storage, self.ctx.executor, owner)
+        checked = await check(body, self.settings, self.ctx.storage, self.ctx.executor, owner, plain)
         spec, paths, prints, violations = checked.spec, checked.paths, checked.prints, checked.violations
         if violations:
             return error(

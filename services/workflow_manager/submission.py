@@ -34,14 +34,16 @@ class Checked:
     violations: list[Violation] = field(default_factory=list)
 
 
-async def check(body: Any, settings: Settings, storage: Storage, executor: Executor, owner: str | None) -> Checked:
+async def check(
+    body: Any, settings: Settings, storage: Storage, executor: Executor, owner: str | None, plain: bool | None = None
+) -> Checked:
     """Parse ``body`` and check it against this installation, in one answer: every
     violation is listed. A step the workflow does not ask for (a file fan-out, webhooks,
-    external inputs) is not taken."""
+    external inputs) is not taken. ``plain``: ``is_plain(body)``, if asked already."""
     parsed: list[tuple[int, ActionSpec]] = []
     # Parsing a big workflow is CPU work: in a worker thread, other requests are answered meanwhile.
     # With the garbage collector paused (shared/collector.py): half of a big parse's CPU otherwise.
-    spec, violations = await asyncio.to_thread(run_paused, parse_workflow, body, parsed)
+    spec, violations = await asyncio.to_thread(run_paused, parse_workflow, body, parsed, plain=plain)
     if any(a.forEachFiles is not None for _, a in parsed):
         spec, files = await expand_files(spec, parsed, settings, storage)
         violations = [*violations, *files]
