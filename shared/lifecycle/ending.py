@@ -48,6 +48,11 @@ A = ActionState
 ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED)
 # Kill requests sent to the executor at once when a whole workflow is killed.
 KILL_CONCURRENCY = 16
+# A failure's descendants ended in bulk: this many moves to a write, so that other
+# commands are served between them (the embedded store serves one at a time).
+CASCADE_CHUNK = 500
+# What ``end_descendants`` reads of a workflow's actions to end a failure's descendants.
+CASCADE_FIELDS = {"state": 1, "children": 1, "claims": 1, "managed": 1, "hash": 1, "attempt_path": 1, "owner": 1}
 # The fields of an action a job's notification is checked against (its secret), then confirmed with.
 NOTIFIED_FIELDS = {
     "secret": 1, "workflow_id": 1, "state": 1, "job_id": 1, "job_handed_to": 1, "timeout_seconds": 1,
@@ -608,21 +613,66 @@ class Outcomes:
 
     async def release(self, action: ActionDoc, reason: str, keep_attempt: bool = False) -> None:
         if action.get("attempt_path") and not keep_attempt:  # a successor's adopted job writes there
-            try:
-                await self.storage.discard(action["attempt_path"], user=action.get("owner"))
-            except Exception as exc:
-                # The ending must not wait on the storage that may be why it ends (a submit
-                # that failed to prepare this folder): what is left is an orphan, and the
-                # orphan sweep removes it.
-                log.warning("%s: could not remove its attempt folder (%s); the orphan sweep will", action["_id"], exc)
+            await self.release_attempt(action)
         held, produced = ds.held_by([action])
         await ds.release(self.store, held, produced, self.by, reason)
+
+    async def release_attempt(self, action: ActionDoc) -> None:
+        """Remove an ending action's attempt folder, if the storage lets us."""
+        try:
+            await self.storage.discard(action["attempt_path"], user=action.get("owner"))
+        except Exception as exc:
+            # The ending must not wait on the storage that may be why it ends (a submit
+            # that failed to prepare this folder): what is left is an orphan, and the
+            # orphan sweep removes it.
+            log.warning("%s: could not remove its attempt folder (%s); the orphan sweep will", action["_id"], exc)
 
     async def end_descendants(self, action: ActionDoc, reason: str = "upstream_failed") -> None:
         """The computed descendants of an action that failed never start: each ends KILLED.
         All of them are WAITING (their pending parent never finished), and only a kill
         moves a WAITING action otherwise (to KILLED, releasing the same things), so each
-        is released before its move, like every ending."""
+        is released before its move, like every ending.
+
+        In bulk where nothing of the workflow may be followed (the mark a follower's
+        registration writes first, as a kill reads it): the workflow's actions read once,
+        the descendants found in memory, what they held released in one write, and their
+        moves made ``CASCADE_CHUNK`` to a write. One by one, each read and ended, a failed
+        root of a 10,000-action chain took minutes of store commands (docs/performance.md,
+        "A big workflow"). A follower registered meanwhile is listed on its producer's
+        move and resolved; one not listed yet, by the repair sweep (as after a kill)."""
+        if not action.get("children"):
+            return
+        workflow_id = action.get("workflow_id") or action["_id"].split(".", 1)[0]
+        if await wfs.may_be_followed(self.store, workflow_id):
+            await self.end_descendants_one_by_one(action, reason)
+            return
+        docs = {d["_id"]: d for d in await acts.of_workflow(self.store, workflow_id, CASCADE_FIELDS)}
+        victims: list[ActionDoc] = []
+        seen: set[str] = set()
+        queue = deque(action["children"])
+        while queue:
+            child_id = queue.popleft()
+            if child_id in seen or (child := docs.get(child_id)) is None:
+                continue
+            seen.add(child_id)
+            if child["state"] == A.WAITING:
+                victims.append(child)
+            queue.extend(child.get("children", []))
+        for victim in victims:
+            if victim.get("attempt_path"):  # one re-planned after an attempt (rare)
+                await self.release_attempt(victim)
+        held, produced = ds.held_by(victims)
+        await ds.release(self.store, held, produced, self.by, reason)
+        ended = {"error": reason, "reason": reason}
+        for i in range(0, len(victims), CASCADE_CHUNK):
+            moves = [(v["_id"], {}, {**ended, "finished_at": time.time()}) for v in victims[i : i + CASCADE_CHUNK]]
+            for moved in await self.mover.actions_each(moves, A.KILLED, source=A.WAITING, by=self.by, note=reason):
+                if moved.get("followers"):
+                    await self.following.resolve(moved)
+
+    async def end_descendants_one_by_one(self, action: ActionDoc, reason: str) -> None:
+        """``end_descendants`` of a workflow others may follow: each descendant read and
+        ended on its own (``end``), its followers looked up and elected."""
         seen: set[str] = set()
         queue = deque(action.get("children", []))
         while queue:

@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from pymongo import AsyncMongoClient, monitoring
+from pymongo import AsyncMongoClient
 
 from shared.bus.memory import MemoryBus
 from shared.config import Settings
@@ -24,6 +24,7 @@ from shared.lifecycle.moves import Mover
 from shared.storage import make_storage
 from shared.store.client import Store
 from shared.store.transitions import decode
+from tests.support.commands import Commands
 from tests.support.processes import marked, spawning_action
 from tests.support.submitters import hold_submitter
 from tests.support.system import Api, make_settings
@@ -211,22 +212,6 @@ async def test_a_timed_out_job_leaves_no_process_and_its_retry_runs_alone(system
     finally:
         for pid in marked(marker):
             os.kill(pid, signal.SIGKILL)
-
-
-class Commands(monitoring.CommandListener):
-    """The commands a client sent the store, as PyMongo's own command monitoring sees them."""
-
-    def __init__(self) -> None:
-        self.sent = 0
-
-    def started(self, event: monitoring.CommandStartedEvent) -> None:
-        self.sent += 1
-
-    def succeeded(self, event: monitoring.CommandSucceededEvent) -> None:
-        pass
-
-    def failed(self, event: monitoring.CommandFailedEvent) -> None:
-        pass
 
 
 async def killed_fan(store: Store, n: int) -> str:
