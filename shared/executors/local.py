@@ -42,7 +42,6 @@ from shared.executors.base import (
 from shared.executors.log_tail import LineTail
 from shared.executors.runner_link import RunnerLink
 from shared.executors.sandbox import Sandbox
-from shared.executors.turn_batch import TurnBatch
 from shared.hadoop import sqoop
 from shared.hadoop.jvm import JPMS_OPTS
 from shared.hadoop.mapreduce import job_properties
@@ -286,8 +285,6 @@ class LocalExecutor:
         self._runner: tuple[Path, Path, Path] | None = None  # its socket, lock and log, found once
         self._link: RunnerLink | None = None  # to the runner, kept for many jobs
         self._linking: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
-        # The jobs asked for in one loop turn (one claim's) made in one worker thread.
-        self._makes: TurnBatch[bytes | None] = TurnBatch()
 
     async def _runner_address(self) -> tuple[Path, Path, Path]:
         if self._runner is None:
@@ -418,9 +415,7 @@ class LocalExecutor:
     async def submit(self, job: JobRequest, prepare: Callable[[], None] | None = None) -> str:
         job_id = job_name(job.external_id)
         job_dir = self.jobs_dir / job_id
-        # With the other jobs of its claim in one worker thread (``TurnBatch``): one hand-off
-        # and one wake for them all, and their hand-overs leave the loop in one write.
-        request = await self._makes.run(functools.partial(self._make, job, job_dir, prepare))
+        request = await asyncio.to_thread(self._make, job, job_dir, prepare)
         if request is None:
             return job_id  # submitted before (a retried submit): the same job
         secrets = self._secrets(job)
