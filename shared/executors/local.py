@@ -16,6 +16,7 @@ other users' data from it: docs/users.md, "What a job can reach"."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import json
 import logging
@@ -100,10 +101,11 @@ JOB_ENV_ALLOWED = (
 )  # fmt: skip
 
 
-def _passes(name: str, allowed: tuple[str, ...]) -> bool:
-    if name.startswith("PINGO_"):
-        return False  # Pingo's own, whatever the allow-list says
-    return any(name.startswith(a[:-1]) if a.endswith("*") else name == a for a in allowed)
+@functools.lru_cache(maxsize=32)
+def _allow_list(allowed: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """``allowed`` as its exact names and its prefixes: tested in C for each of the server's
+    variables (a generator over the list per variable cost 80 µs a job)."""
+    return frozenset(a for a in allowed if not a.endswith("*")), tuple(a[:-1] for a in allowed if a.endswith("*"))
 
 
 def job_environment(
@@ -113,8 +115,12 @@ def job_environment(
     and ``passed``, PINGO_JOB_ENV_PASS) of this process's variables, the action id and, for
     SHELL, its configuration. ``pingo_code``: the job is a program of Pingo's (the MapReduce
     engines), which imports Pingo's own code."""
-    allowed = (*JOB_ENV_ALLOWED, *passed)
-    env = {k: v for k, v in os.environ.items() if _passes(k, allowed)}
+    names, prefixes = _allow_list((*JOB_ENV_ALLOWED, *passed))
+    # PINGO_ variables are Pingo's own, whatever the allow-list says; the values of the
+    # passing ones alone are decoded.
+    env = {
+        k: os.environ[k] for k in os.environ if (k in names or k.startswith(prefixes)) and not k.startswith("PINGO_")
+    }
     env.setdefault("PATH", os.defpath)
     if pingo_code:
         env["PYTHONPATH"] = PROJECT_ROOT
