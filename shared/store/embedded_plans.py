@@ -44,6 +44,8 @@ from shared.store.embedded_server import ID_COLUMN_SEEN
 # The operators whose translation depends only on what ``shape`` keeps of their value.
 OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$all", "$size"})
 BOUND = 1024  # plans per cache; a full cache is emptied (Pingo uses a few dozen shapes)
+# A list's length is part of its shape: longer lists (a page of ids) seldom repeat theirs.
+LONGEST_LIST = 32
 UNSHAPED = None  # a value not shaped
 
 # A plan: the WHERE (or None: neosqlite falls back to Python); for each parameter the index
@@ -82,6 +84,8 @@ def shape(query: Any) -> tuple[tuple[Any, ...], list[Any]] | None:
                 if op not in OPERATORS:
                     return None
                 if type(operand) is list:
+                    if len(operand) > LONGEST_LIST:
+                        return None
                     items = [_value_key(item, values) for item in operand]
                     if UNSHAPED in items:
                         return None
@@ -95,6 +99,8 @@ def shape(query: Any) -> tuple[tuple[Any, ...], list[Any]] | None:
                 return None
             key.append((field, "d", *ops))
         elif type(condition) is list:
+            if len(condition) > LONGEST_LIST:
+                return None
             items = [_value_key(item, values) for item in condition]
             if UNSHAPED in items:
                 return None
@@ -113,10 +119,13 @@ def plan_of(where: str | None, params: list[Any], values: list[Any]) -> Plan | N
     ``None`` or a boolean, which are in the shape) that is not a parameter."""
     if where is None:
         return None, (), ()
+    where_is: dict[int, list[int]] = {}  # each value object's places among the values
+    for i, value in enumerate(values):
+        where_is.setdefault(id(value), []).append(i)
     slots: list[int] = []
     alike: list[tuple[int, ...]] = []
     for param in params:
-        found = tuple(i for i, value in enumerate(values) if value is param)
+        found = tuple(where_is.get(id(param), ()))
         if not found:
             return None
         slots.append(found[0])

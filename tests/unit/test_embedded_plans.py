@@ -158,5 +158,6 @@ def test_a_shape_keeps_what_the_translation_branches_on() -> None:
     assert len({key(q) for q in different}) == len(different)
     assert shape({"n": 1, "s": "a"}) == ((("n", "int"), ("s", ("s", False, False))), [1, "a"])
     unshaped = [{"$or": [{"n": 1}]}, {"id": "1"}, {"n": bson.ObjectId()}, {"n": datetime.datetime(2026, 1, 1)},
-                {"n": {"k": 1}}, {"n": {"$regex": "a"}}, {"n": {"$in": [[1]]}}, {"n": {}}, {"n": b"x"}]  # fmt: skip
+                {"n": {"k": 1}}, {"n": {"$regex": "a"}}, {"n": {"$in": [[1]]}}, {"n": {}}, {"n": b"x"},
+                {"_id": {"$in": [str(i) for i in range(33)]}}]  # fmt: skip
     assert [shape(q) for q in unshaped] == [None] * len(unshaped)
