@@ -49,7 +49,8 @@ def read_found_document_once() -> None:
         self: SqlUpdatesMixin, doc_id: Any, update_spec: dict[str, Any], original_doc: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         document = sql_update(self, doc_id, update_spec, original_doc)
-        self.__dict__[READ_BACK] = document
+        if READ_BACK in self.__dict__:  # a findAndModify below asks for it
+            self.__dict__[READ_BACK] = document
         return document
 
     def updated(
@@ -67,9 +68,11 @@ def read_found_document_once() -> None:
         ``row_id``: the updated row's ``_id`` column (``found["_id"]`` where neosqlite
         looked the row up by it)."""
         helpers = self.helpers
-        helpers.__dict__.pop(READ_BACK, None)
-        document, _ = helpers._internal_update(int_id, update, found, array_filters, filter)
-        read_back = helpers.__dict__.pop(READ_BACK, None)
+        helpers.__dict__[READ_BACK] = None
+        try:
+            document, _ = helpers._internal_update(int_id, update, found, array_filters, filter)
+        finally:
+            read_back = helpers.__dict__.pop(READ_BACK, None)
         key = found["_id"]
         if (
             read_back is document
