@@ -12,7 +12,8 @@ store's CPU per command").
         by command, the fastest of ``--repeat``; ``--trace`` also counts SQLite statements
         per command (``sqlite_master`` reads apart); ``--out`` keeps replies and rows
     python benchmarks/store_replay.py compare F1 F2
-        two replays' replies and rows: which differ (an ``ismaster``'s clock aside)
+        two replays' replies and rows: which differ (an ``ismaster``'s clock aside); and,
+        if both were replayed with ``--trace``, each command's SQL statements
 
 Run ``replay`` with PYTHONPATH and cwd at the tree to measure (a detached worktree of main
 for "before"), alternating the two, on one recording.
@@ -24,6 +25,7 @@ import argparse
 import collections
 import contextlib
 import io
+import itertools
 import pickle
 import statistics
 import struct
@@ -34,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+CURSOR_IDS_FROM = 1_000_000_000_000  # nx-27017's first cursor id
 RECORD_ENV = "STORE_REPLAY_RECORD"  # not PINGO_*: the servers' starters drop those
 
 # Added to hop_profile.py's sitecustomize: in the embedded server's process only.
@@ -107,10 +110,13 @@ def prepare() -> None:
 def replay_once(raw: list[bytes], trace: bool) -> tuple[int, list[str], dict[str, Any]]:
     """Thread CPU in all (ns), the report's lines, and what was answered and stored."""
     from neosqlite.options import JournalMode
+    from nx_27017 import handler as handler_module
     from nx_27017.wire_protocol import OP_MSG, ResponseBuilder
 
     from shared.store.embedded_commits import CommittingHandler
 
+    # Cursor ids count up for the process: each replay starts them where a server does.
+    handler_module._data_cursor_id_counter = itertools.count(CURSOR_IDS_FROM)
     data = tempfile.mkdtemp(prefix="store-replay-")
     handler = CommittingHandler(
         "nx-27017.db",
@@ -123,6 +129,7 @@ def replay_once(raw: list[bytes], trace: bool) -> tuple[int, list[str], dict[str
     counted: collections.Counter[str] = collections.Counter()
     times: dict[str, list[int]] = collections.defaultdict(list)
     replies: list[tuple[str, bytes]] = []
+    executed: list[list[str]] = []  # with --trace: each command's statements, values bound
     for i, message in enumerate(raw):
         msg = OP_MSG.parse(message)
         msg["_conn_id"] = "replay"
@@ -141,6 +148,8 @@ def replay_once(raw: list[bytes], trace: bool) -> tuple[int, list[str], dict[str
         replies.append((name, reply))
         counted["statements"] += len(statements)
         counted["sqlite_master reads"] += sum("sqlite_master" in s for s in statements)
+        if trace:
+            executed.append(list(statements))
         statements.clear()
     total = sum(sum(t) for t in times.values())
     lines = [f"{len(raw)} commands, {total / len(raw) / 1000:.1f} us per command (handling and reply, thread CPU)"]
@@ -160,7 +169,7 @@ def replay_once(raw: list[bytes], trace: bool) -> tuple[int, list[str], dict[str
             if kind == "table" and table != "sqlite_sequence":
                 rows[(db_name, table)] = sql.execute(f'SELECT * FROM "{table}" ORDER BY rowid').fetchall()
     handler.close_all()
-    return total, lines, {"replies": replies, "rows": rows}
+    return total, lines, {"replies": replies, "rows": rows, "statements": executed}
 
 
 def compare(first: Path, second: Path) -> int:
@@ -181,7 +190,11 @@ def compare(first: Path, second: Path) -> int:
     differ = [i for i, (x, y) in enumerate(zip(a["replies"], b["replies"], strict=True)) if not same(x, y)]
     tables = [k for k in a["rows"].keys() | b["rows"].keys() if a["rows"].get(k) != b["rows"].get(k)]
     print(f"{len(a['replies'])} replies, {len(differ)} differ {differ[:10]}; tables that differ: {tables}")
-    return 1 if differ or tables else 0
+    ran = []  # both replayed with --trace: the commands whose SQL (values bound) differs
+    if a.get("statements") and b.get("statements"):
+        ran = [i for i, (x, y) in enumerate(zip(a["statements"], b["statements"], strict=True)) if x != y]
+        print(f"SQL statements (values bound) differ in {len(ran)} commands {ran[:10]}")
+    return 1 if differ or tables or ran else 0
 
 
 def main() -> None:

@@ -70,6 +70,8 @@ class Catalogue:
         self.sql = sql
         self.collections: list[str] | None = None
         self.indexes: dict[str, list[str]] = {}
+        # The cursor's filter translations by shape (embedded_plans.py): they read the indexes.
+        self.plans: dict[Any, Any] = {}
         # The schema changed inside the open transaction, which may yet be rolled back.
         self.changed_in_transaction = False
 
@@ -78,6 +80,7 @@ class Catalogue:
         if action in SCHEMA_CHANGES:
             self.collections = None
             self.indexes.clear()
+            self.plans.clear()
             self.changed_in_transaction = True
         return sqlite3.SQLITE_OK
 

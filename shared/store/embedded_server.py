@@ -252,6 +252,8 @@ def patch_nx_27017() -> None:
     per command"); the handler itself is ``embedded_commits.CommittingHandler``."""
     from shared.store.embedded_catalogue import remember_catalogue
     from shared.store.embedded_find_and_modify import read_found_document_once
+    from shared.store.embedded_json_paths import remember_json_paths
+    from shared.store.embedded_plans import reuse_translations
     from shared.store.embedded_replies import encode_replies_at_once
 
     skip_unused_estimate()
@@ -260,6 +262,8 @@ def patch_nx_27017() -> None:
     encode_replies_at_once()
     remember_catalogue()
     read_found_document_once()
+    reuse_translations()
+    remember_json_paths()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from neosqlite.collection import Collection
 from neosqlite.collection.cursor import Cursor
 from neosqlite.collection.index_manager import IndexManager
 from neosqlite.collection.query_engine import QueryEngine
+from neosqlite.collection.query_helper._sql_updates import SqlUpdatesMixin
 from nx_27017.handler import NeoSQLiteHandler
 from nx_27017.utils import convert_neo_to_bson_objectids
 from nx_27017.wire_protocol import ResponseBuilder
@@ -391,6 +392,7 @@ def test_a_find_and_modify_answers_the_same_reading_its_document_once(
 
     twice = _served(_fresh_handler(tmp_path / "twice"), commands)
     monkeypatch.setattr(QueryEngine, "find_one_and_update", QueryEngine.find_one_and_update)
+    monkeypatch.setattr(SqlUpdatesMixin, "_perform_enhanced_sql_update", SqlUpdatesMixin._perform_enhanced_sql_update)
     read_found_document_once()
     once = _served(_fresh_handler(tmp_path / "once"), commands)
     assert once[0] == twice[0]  # the same answers...
