@@ -40,7 +40,7 @@ CALLBACKS = Counter(
 CALLBACK_BATCHES = Counter(
     "pingo_callback_batches_total",
     "Batches of job notifications received (POST /callback-batch, a job runner's ends that came together): "
-    "accepted (each entry then checked as its GET is) or refused (a malformed body).",
+    "accepted (each entry then checked as its GET is) or refused (a body too big or malformed).",
     ["outcome"],
 )
 WEBHOOK_ATTEMPTS = Counter(

@@ -101,14 +101,11 @@ class CallbackService:
         Each is checked as its GET is; the signed ones are confirmed in one loop turn, so
         their ends are finished as one group. The answer gives each entry its GET's
         status (200, or 403 for an unknown id and a wrong secret alike)."""
-        if (request.content_length or 0) > BATCH_MAX_BYTES:
+        body = await read_capped(request)
+        if body is None:
+            CALLBACK_BATCHES.labels("refused").inc()
             return problems.problem(413, f"a batch takes at most {BATCH_MAX_BYTES} bytes")
-        body = bytearray()
-        async for chunk in request.content.iter_any():
-            body += chunk
-            if len(body) > BATCH_MAX_BYTES:
-                return problems.problem(413, f"a batch takes at most {BATCH_MAX_BYTES} bytes")
-        entries = parse_batch(bytes(body))
+        entries = parse_batch(body)
         if isinstance(entries, str):
             CALLBACK_BATCHES.labels("refused").inc()
             return problems.problem(422, entries, type=problems.MALFORMED_BODY)
@@ -220,6 +217,18 @@ class CallbackService:
     async def repair(self) -> bool:
         """Finish what a crash interrupted (``shared.lifecycle.repairing.Repairs``)."""
         return await self.repairs.run()
+
+
+async def read_capped(request: web.Request) -> bytes | None:
+    """The request's body, or None if it is over ``BATCH_MAX_BYTES``."""
+    if (request.content_length or 0) > BATCH_MAX_BYTES:
+        return None
+    body = bytearray()
+    async for chunk in request.content.iter_any():
+        body += chunk
+        if len(body) > BATCH_MAX_BYTES:
+            return None
+    return bytes(body)
 
 
 def parse_batch(body: bytes) -> list[tuple[str, dict[str, str]]] | str:

@@ -277,7 +277,8 @@ def entry(target: str, cut: int) -> str:
 def notify_all(targets: list[str]) -> None:
     """Call notices that came together (``notice_target``'s, of one ``batch_key``), as one
     ``POST /callback-batch`` if there are several: a JSON list of what each GET would have
-    asked. A server without the endpoint (404, 405) is sent GETs, then and from then on.
+    asked. A batch refused whole (a 4xx) is sent as GETs; a server without the endpoint
+    (404, 405), from then on.
     Best effort as ``notify``; errors are swallowed, never logged (the URLs hold tokens)."""
     key = batch_key(targets[0]) if targets else None
     if len(targets) < 2 or key is None or key[:2] in NOTIFIER.unbatched:
@@ -294,8 +295,9 @@ def notify_all(targets: list[str]) -> None:
                 status = 0
             if status == 200:
                 break
-            if status in (404, 405):
-                NOTIFIER.unbatched.add(key[:2])
+            if 400 <= status < 500:  # refused whole (none of it taken): each its own GET
+                if status in (404, 405):  # no such endpoint: GETs from then on
+                    NOTIFIER.unbatched.add(key[:2])
                 for target in chunk:
                     call(target)
                 break

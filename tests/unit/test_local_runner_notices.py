@@ -23,7 +23,7 @@ class Callback:
     ``release`` is set (so the next notices come while one is in flight)."""
 
     base: str
-    batches: bool
+    batch_status: int  # what it answers a batch: 200 takes it
     gets: list[str] = field(default_factory=list)
     posts: list[list[str]] = field(default_factory=list)
     release: asyncio.Event = field(default_factory=asyncio.Event)
@@ -35,17 +35,17 @@ class Callback:
         return web.json_response({"ok": True})
 
     async def on_batch(self, request: web.Request) -> web.Response:
-        if not self.batches:
+        if self.batch_status != 200:
             self.refused += 1
-            raise web.HTTPNotFound()
+            return web.json_response({"status": self.batch_status}, status=self.batch_status)
         entries = json.loads(await request.read())
         self.posts.append(entries)
         return web.json_response({"ok": True, "results": [200] * len(entries)})
 
 
-async def serve(batches: bool) -> AsyncIterator[Callback]:
+async def serve(batch_status: int) -> AsyncIterator[Callback]:
     port = free_port()
-    server = Callback(f"http://127.0.0.1:{port}", batches)
+    server = Callback(f"http://127.0.0.1:{port}", batch_status)
     app = web.Application()
     app.router.add_get("/callback/{action_id}", server.on_get)
     app.router.add_post("/callback-batch", server.on_batch)
@@ -61,13 +61,19 @@ async def serve(batches: bool) -> AsyncIterator[Callback]:
 
 @pytest.fixture
 async def batching() -> AsyncIterator[Callback]:
-    async for server in serve(True):
+    async for server in serve(200):
         yield server
 
 
 @pytest.fixture
 async def older() -> AsyncIterator[Callback]:
-    async for server in serve(False):
+    async for server in serve(404):
+        yield server
+
+
+@pytest.fixture
+async def refusing() -> AsyncIterator[Callback]:
+    async for server in serve(413):  # a proxy's body limit, say
         yield server
 
 
@@ -111,3 +117,11 @@ async def test_a_service_without_the_batch_endpoint_is_sent_gets_from_then_on(ol
     assert older.refused == 1 and len(older.gets) == 3
     await asyncio.to_thread(local_job.notify_all, targets[:2])
     assert older.refused == 1 and len(older.gets) == 5  # remembered: no second try of the batch
+
+
+async def test_a_batch_refused_whole_is_sent_as_gets_and_batches_are_tried_again(refusing: Callback) -> None:
+    refusing.release.set()
+    targets = [local_job.notice_target(url(refusing, f"wf.{i}"), f"j{i}", "SUCCEEDED") for i in range(3)]
+    await asyncio.to_thread(local_job.notify_all, targets)
+    await asyncio.to_thread(local_job.notify_all, targets[:2])
+    assert refusing.refused == 2 and len(refusing.gets) == 5
