@@ -206,7 +206,9 @@ async def test_a_batch_refuses_its_forged_and_unknown_entries_and_finishes_the_o
         assert time.monotonic() < deadline
         await asyncio.sleep(0.05)
     assert (await system.db.actions.find_one({"_id": ids[0]}))["state"] != "FINISHED"
-    assert (await post_batch(system, [entry(ids[0])]))[1]["results"] == [200]
+    # An older URL's entry (the action's stored secret) is checked against the store, as its GET.
+    older = f"/callback/{ids[0]}?secret={jobs[ids[0]]['secret']}&jobId={jobs[ids[0]]['job_id']}&status=SUCCEEDED"
+    assert (await post_batch(system, [older, unknown]))[1]["results"] == [200, 403]
     assert (await system.wait(plan["id"], timeout=20))["state"] == "SUCCEEDED"
 
     # A body too big, too many entries, or not a list of paths: refused whole, as a problem.
