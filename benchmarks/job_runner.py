@@ -2,9 +2,10 @@
 
 Hands no-op jobs (``true``) to this host's job runner through the local executor, in
 groups as the action manager claims them, with a notification URL answered by a small
-HTTP server here, and prints the runner's CPU per job (from /proc) for each window of
-jobs one runner runs: the figure docs/performance.md reads, without the services and
-the store around it (benchmarks/hop_profile.py measures it inside the whole).
+HTTP server here (GETs, and ``/callback-batch`` as the callback service), and prints the
+runner's CPU per job (from /proc) for each window of jobs one runner runs: the figure
+docs/performance.md reads, without the services and the store around it
+(benchmarks/hop_profile.py measures it inside the whole).
 
     python benchmarks/job_runner.py [--windows 4] [--jobs 1000] [--group 50] [--slots 4]
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import http.server
+import json
 import os
 import shutil
 import sys
@@ -33,6 +35,7 @@ class Ends:
 
     def __init__(self) -> None:
         self.count = 0
+        self.batches = 0  # requests that carried several
         self.lock = threading.Lock()
 
 
@@ -48,12 +51,24 @@ def notification_server(ends: Ends) -> tuple[http.server.ThreadingHTTPServer, st
             self.send_header("Content-Length", "0")
             self.end_headers()
 
+        def do_POST(self) -> None:
+            # The ends that came together, as the callback service takes them (/callback-batch).
+            entries = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with ends.lock:
+                ends.count += sum("status=RUNNING" not in e for e in entries)
+                ends.batches += 1
+            body = json.dumps({"ok": True, "results": [200] * len(entries)}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def log_message(self, *args: object) -> None:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/cb?job=$jobId&status=$status"
+    return server, f"http://127.0.0.1:{server.server_address[1]}/callback/$jobId?status=$status"
 
 
 def cpu(pid: int) -> tuple[float, float]:
@@ -84,6 +99,7 @@ async def run(args: argparse.Namespace) -> None:
         done = 0
         for _ in range(args.windows):
             own0, jobs0 = cpu(runner)
+            batches0 = ends.batches
             start, goal = time.monotonic(), ends.count + args.jobs
             for g in range(0, args.jobs, args.group):
                 group = range(done + g, done + min(g + args.group, args.jobs))
@@ -94,7 +110,8 @@ async def run(args: argparse.Namespace) -> None:
             own1, jobs1 = cpu(runner)
             print(
                 f"  jobs {done:6d}-{done + args.jobs:6d}: runner {1000 * (own1 - own0) / args.jobs:.2f} ms/job "
-                f"(+ {1000 * (jobs1 - jobs0) / args.jobs:.2f} in the jobs), {args.jobs / wall:.0f} jobs/s"
+                f"(+ {1000 * (jobs1 - jobs0) / args.jobs:.2f} in the jobs), {args.jobs / wall:.0f} jobs/s, "
+                f"{ends.batches - batches0} batches"
             )
             done += args.jobs
     finally:

@@ -37,6 +37,12 @@ CALLBACKS = Counter(
     "Job-end callbacks received: accepted (then confirmed by polling the job) or refused (unknown or wrong secret).",
     ["outcome"],
 )
+CALLBACK_BATCHES = Counter(
+    "pingo_callback_batches_total",
+    "Batches of job notifications received (POST /callback-batch, a job runner's ends that came together): "
+    "accepted (each entry then checked as its GET is) or refused (a body too big or malformed).",
+    ["outcome"],
+)
 WEBHOOK_ATTEMPTS = Counter(
     "pingo_webhook_attempts_total",
     "Attempts of webhook deliveries (docs/webhooks.md): delivered (a 2xx), retrying (failed, another is due) or "

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 import secrets
-from collections.abc import Coroutine
+import urllib.parse
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -22,7 +24,7 @@ from shared.connections import CappedRunner
 from shared.executors.base import JobState
 from shared.lifecycle.polling import Poller
 from shared.lifecycle.repairing import Repairs
-from shared.metrics import CALLBACKS
+from shared.metrics import CALLBACK_BATCHES, CALLBACKS
 from shared.runtime import Context, health
 from shared.states import ActionState
 from shared.store.actions import ActionDoc
@@ -38,6 +40,12 @@ JOB_ID_WAIT_FIRST = 0.005
 # What a job's notification says when it ended (its ``status``): only those are finished
 # from a signed notification without reading the action first.
 ENDED_STATES = frozenset(s.value for s in (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED))
+# A batch of notifications (``POST /callback-batch``, a job runner's ends that came
+# together): at most this many, in at most this many bytes.
+BATCH_MAX = 1000
+BATCH_MAX_BYTES = 1 << 20
+# Each entry is what its GET would have asked: /callback/<action id>?<query>.
+_PREFIX = "/callback/"
 
 
 class CallbackService:
@@ -61,6 +69,7 @@ class CallbackService:
     def app(self) -> web.Application:
         app = web.Application(middlewares=[problems.middleware])  # errors as RFC 9457 problems
         app.router.add_route("*", "/callback/{action_id}", self.on_callback)
+        app.router.add_post("/callback-batch", self.on_batch)
         app.router.add_get("/healthz", health)
         return app
 
@@ -82,37 +91,75 @@ class CallbackService:
 
     async def on_callback(self, request: web.Request) -> web.Response:
         action_id = request.match_info["action_id"]
-        query = request.query
-        dataset = query.get("dataset") or None
-        if self.ctx.callback_key and callback_tokens.valid(
-            self.ctx.callback_key, action_id, dataset, query.get("secret", "")
-        ):
-            # Signed by a service: nothing to read before answering (docs/performance.md, "A chain's hop").
-            CALLBACKS.labels("accepted").inc()
-            with logs.about(action_id.split(".", 1)[0], action_id):  # action ids are <workflow id>.<local id>
-                self.spawn(self.confirm_signed(action_id, dataset, query.get("jobId"), query.get("status")))
+        if await self.admit(action_id, request.query, request.remote):
             return web.json_response({"ok": True})
-        # An older URL, with the action's stored secret: what checking it and then the job
-        # needs, read once.
+        return problems.problem(403, "wrong secret")
+
+    async def on_batch(self, request: web.Request) -> web.Response:
+        """Many notifications in one request, each the path and query its GET would have
+        asked (a job runner's ends that came together, docs/architecture.md, "callback").
+        Each is checked as its GET is; the signed ones are confirmed in one loop turn, so
+        their ends are finished as one group. The answer gives each entry its GET's
+        status (200, or 403 for an unknown id and a wrong secret alike)."""
+        body = await read_capped(request)
+        if body is None:
+            CALLBACK_BATCHES.labels("refused").inc()
+            return problems.problem(413, f"a batch takes at most {BATCH_MAX_BYTES} bytes")
+        entries = parse_batch(body)
+        if isinstance(entries, str):
+            CALLBACK_BATCHES.labels("refused").inc()
+            return problems.problem(422, entries, type=problems.MALFORMED_BODY)
+        # The signed first, all spawned before any await: they land together in the
+        # finishing group commits (shared/group_commit.py).
+        results: list[int] = [0] * len(entries)
+        older: list[int] = []
+        for i, (action_id, query) in enumerate(entries):
+            if self.admit_signed(action_id, query):
+                results[i] = 200
+            else:
+                older.append(i)
+        for i in older:
+            action_id, query = entries[i]
+            results[i] = 200 if await self.admit_older(action_id, query, request.remote) else 403
+        CALLBACK_BATCHES.labels("accepted").inc()
+        return web.json_response({"ok": True, "results": results})
+
+    async def admit(self, action_id: str, query: Mapping[str, str], remote: str | None) -> bool:
+        """Check one notification as its GET is, and start confirming it if it holds."""
+        return self.admit_signed(action_id, query) or await self.admit_older(action_id, query, remote)
+
+    def admit_signed(self, action_id: str, query: Mapping[str, str]) -> bool:
+        dataset = query.get("dataset") or None
+        if not (
+            self.ctx.callback_key
+            and callback_tokens.valid(self.ctx.callback_key, action_id, dataset, query.get("secret", ""))
+        ):
+            return False
+        # Signed by a service: nothing to read before answering (docs/performance.md, "A chain's hop").
+        CALLBACKS.labels("accepted").inc()
+        with logs.about(action_id.split(".", 1)[0], action_id):  # action ids are <workflow id>.<local id>
+            self.spawn(self.confirm_signed(action_id, dataset, query.get("jobId"), query.get("status")))
+        return True
+
+    async def admit_older(self, action_id: str, query: Mapping[str, str], remote: str | None) -> bool:
+        """An older URL, with the action's stored secret: what checking it and then the job
+        needs, read once."""
         action = await self.outcomes.notified(action_id)
         # The confirming task started below inherits the ids for its lines.
         with logs.about(action.get("workflow_id") if action else None, action_id):
-            return await self.answer(request, action_id, action)
-
-    async def answer(self, request: web.Request, action_id: str, action: ActionDoc | None) -> web.Response:
-        expected = action.get("secret") if action is not None else None
-        # An unknown action and a wrong secret get the same answer: it must not tell which
-        # ids exist. An action with no secret (REUSED, SKIPPED: never run) takes no callback.
-        valid = isinstance(expected, str) and expected != ""
-        secret = request.query.get("secret", "")
-        matches = hmac.compare_digest(secret.encode(), (expected if valid else secrets.token_urlsafe(18)).encode())
-        if not (valid and matches):
-            log.warning("refused a callback for %r from %s", action_id, request.remote)
-            CALLBACKS.labels("refused").inc()
-            return problems.problem(403, "wrong secret")
-        CALLBACKS.labels("accepted").inc()
-        self.spawn(self.confirm(action, request.query.get("jobId")))
-        return web.json_response({"ok": True})
+            expected = action.get("secret") if action is not None else None
+            # An unknown action and a wrong secret get the same answer: it must not tell which
+            # ids exist. An action with no secret (REUSED, SKIPPED: never run) takes no callback.
+            valid = isinstance(expected, str) and expected != ""
+            secret = query.get("secret", "")
+            matches = hmac.compare_digest(secret.encode(), (expected if valid else secrets.token_urlsafe(18)).encode())
+            if not (valid and matches) or action is None:
+                log.warning("refused a callback for %r from %s", action_id, remote)
+                CALLBACKS.labels("refused").inc()
+                return False
+            CALLBACKS.labels("accepted").inc()
+            self.spawn(self.confirm(action, query.get("jobId")))
+            return True
 
     def spawn(self, confirming: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(confirming)
@@ -170,3 +217,39 @@ class CallbackService:
     async def repair(self) -> bool:
         """Finish what a crash interrupted (``shared.lifecycle.repairing.Repairs``)."""
         return await self.repairs.run()
+
+
+async def read_capped(request: web.Request) -> bytes | None:
+    """The request's body, or None if it is over ``BATCH_MAX_BYTES``."""
+    if (request.content_length or 0) > BATCH_MAX_BYTES:
+        return None
+    body = bytearray()
+    async for chunk in request.content.iter_any():
+        body += chunk
+        if len(body) > BATCH_MAX_BYTES:
+            return None
+    return bytes(body)
+
+
+def parse_batch(body: bytes) -> list[tuple[str, dict[str, str]]] | str:
+    """A batch's entries as (action id, query: each parameter's first value), or what is
+    wrong with it."""
+    try:
+        entries = json.loads(body)
+    except ValueError:
+        return "the body is not JSON"
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        return "the body must be a JSON list of notification paths (/callback/<action id>?<query>)"
+    if len(entries) > BATCH_MAX:
+        return f"a batch takes at most {BATCH_MAX} notifications"
+    parsed: list[tuple[str, dict[str, str]]] = []
+    for entry in entries:
+        parts = urllib.parse.urlsplit(entry)
+        action_id = urllib.parse.unquote(parts.path.removeprefix(_PREFIX))
+        if parts.scheme or parts.netloc or not parts.path.startswith(_PREFIX) or not action_id or "/" in action_id:
+            return "each notification is a path /callback/<action id>?<query>"
+        query: dict[str, str] = {}
+        for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+            query.setdefault(name, value)
+        parsed.append((action_id, query))
+    return parsed

@@ -184,26 +184,35 @@ class Notifier:
     def __init__(self) -> None:
         self._idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = {}
         self._lock = threading.Lock()
+        # Servers that answered a batch 404 or 405 (a callback service older than
+        # ``/callback-batch``): sent GETs from then on.
+        self.unbatched: set[tuple[str, str]] = set()
 
     def call(self, url: str) -> bool:
         """One GET; True if answered 200. Raises on a connection error."""
         parts = urllib.parse.urlsplit(url)
-        key = (parts.scheme, parts.netloc)
+        path = f"{parts.path or '/'}{'?' + parts.query if parts.query else ''}"
+        return self.request((parts.scheme, parts.netloc), "GET", path) == 200
+
+    def request(self, key: tuple[str, str], method: str, path: str, body: bytes | None = None) -> int:
+        """One request to the server ``key`` (scheme, host:port); its status. Raises on a
+        connection error."""
         with self._lock:
             idle = self._idle.setdefault(key, [])
             conn = idle.pop() if idle else None
         kept = conn is not None
         if conn is None:
-            kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-            conn = kind(parts.netloc, timeout=10)
+            kind = http.client.HTTPSConnection if key[0] == "https" else http.client.HTTPConnection
+            conn = kind(key[1], timeout=10)
+        headers = {"Content-Type": "application/json"} if body is not None else {}
         try:
-            conn.request("GET", f"{parts.path or '/'}{'?' + parts.query if parts.query else ''}")
+            conn.request(method, path, body=body, headers=headers)
             resp = conn.getresponse()
             resp.read()
         except Exception:
             conn.close()
             if kept:  # the server closed a kept connection meanwhile: once more, on a new one
-                return self.call(url)
+                return self.request(key, method, path, body)
             raise
         if resp.will_close:
             conn.close()
@@ -212,20 +221,44 @@ class Notifier:
                 (idle := self._idle.setdefault(key, [])).append(conn)
                 while len(idle) > self.KEEP:
                     idle.pop(0).close()
-        return resp.status == 200
+        return resp.status
 
 
 NOTIFIER = Notifier()
+# Where a callback service takes many notifications in one request, and how many at most
+# (services/callback/service.py, ``on_batch``).
+BATCH_PATH = "/callback-batch"
+BATCH_MAX = 1000
+CALLBACK_PATH = "/callback/"
+
+
+def notice_target(url: str, job_id: str, state: str) -> str:
+    """The URL to call for a job's notice: its ``$jobId`` and ``$status`` filled in."""
+    parts = urllib.parse.urlsplit(url.replace("$jobId", job_id).replace("$status", state))
+    # An action id may hold characters a URL path cannot (a space): percent-encode them.
+    return parts._replace(path=urllib.parse.quote(parts.path, safe="/%:@!$&'()*+,;=-._~")).geturl()
+
+
+def batch_key(target: str) -> tuple[str, str, str] | None:
+    """What notices may ride together in one batch: those to one callback service
+    (scheme, host:port and the path before ``/callback/``); None for a URL of another
+    shape, always called alone."""
+    parts = urllib.parse.urlsplit(target)
+    at = parts.path.rfind(CALLBACK_PATH)
+    if at < 0 or parts.scheme not in ("http", "https"):
+        return None
+    return parts.scheme, parts.netloc, parts.path[:at]
 
 
 def notify(url: str, job_id: str, state: str) -> None:
     """Best effort (three tries): a lost notification only delays the end until the next poll.
     Errors are swallowed, never logged: their text could hold the URL, and so the secret."""
-    if not url:
-        return
-    parts = urllib.parse.urlsplit(url.replace("$jobId", job_id).replace("$status", state))
-    # An action id may hold characters a URL path cannot (a space): percent-encode them.
-    target = parts._replace(path=urllib.parse.quote(parts.path, safe="/%:@!$&'()*+,;=-._~")).geturl()
+    if url:
+        call(notice_target(url, job_id, state))
+
+
+def call(target: str) -> None:
+    """GET ``target``, best effort, three tries (``notify``)."""
     for attempt in range(3):
         try:
             if NOTIFIER.call(target):
@@ -233,6 +266,42 @@ def notify(url: str, job_id: str, state: str) -> None:
         except Exception:
             pass
         time.sleep(0.5 * (attempt + 1))
+
+
+def entry(target: str, cut: int) -> str:
+    """A batch's entry: the path (from ``/callback/``) and query its GET would have asked."""
+    parts = urllib.parse.urlsplit(target)
+    return parts.path[cut:] + (f"?{parts.query}" if parts.query else "")
+
+
+def notify_all(targets: list[str]) -> None:
+    """Call notices that came together (``notice_target``'s, of one ``batch_key``), as one
+    ``POST /callback-batch`` if there are several: a JSON list of what each GET would have
+    asked. A batch refused whole (a 4xx) is sent as GETs; a server without the endpoint
+    (404, 405), from then on.
+    Best effort as ``notify``; errors are swallowed, never logged (the URLs hold tokens)."""
+    key = batch_key(targets[0]) if targets else None
+    if len(targets) < 2 or key is None or key[:2] in NOTIFIER.unbatched:
+        for target in targets:
+            call(target)
+        return
+    for start in range(0, len(targets), BATCH_MAX):
+        chunk = targets[start : start + BATCH_MAX]
+        body = json.dumps([entry(t, len(key[2])) for t in chunk]).encode()
+        for attempt in range(3):
+            try:
+                status = NOTIFIER.request(key[:2], "POST", key[2] + BATCH_PATH, body)
+            except Exception:
+                status = 0
+            if status == 200:
+                break
+            if 400 <= status < 500:  # refused whole (none of it taken): each its own GET
+                if status in (404, 405):  # no such endpoint: GETs from then on
+                    NOTIFIER.unbatched.add(key[:2])
+                for target in chunk:
+                    call(target)
+                break
+            time.sleep(0.5 * (attempt + 1))
 
 
 class Supervisor:

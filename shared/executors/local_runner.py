@@ -54,10 +54,10 @@ from shared.executors.local_job import (
     Slot,
     beat,
     ending,
-    notify,
     replace_status,
     try_slot,
 )  # fmt: skip
+from shared.executors.notices import Notices
 from shared.logs import configure_logging
 
 log = logging.getLogger(__name__)
@@ -136,6 +136,7 @@ class Runner:
         self.idle_since = time.monotonic()
         self.clients: set[asyncio.Transport] = set()
         self.tasks: set[asyncio.Task] = set()
+        self.notices = Notices()  # gathered per callback service while one is in flight
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -265,7 +266,7 @@ class Runner:
             with contextlib.suppress(OSError):
                 self.write_start(job)
             if job.notify_url:
-                self.spawn(asyncio.to_thread(notify, job.notify_url, job.dir.name, "RUNNING"))
+                self.spawn(self.notices.send(job.notify_url, job.dir.name, "RUNNING"))
 
     def watch_exit(self, job: Job) -> None:
         """Call ``exited`` once the job's process has ended: the loop watches a pidfd of it
@@ -348,10 +349,11 @@ class Runner:
                 self.wake.set()  # a queued job may take the slot
             self.jobs.pop(job.dir.name, None)
             self.idle_since = time.monotonic()
-        # Urllib, three tries: off the loop. A job whose folder is gone has nothing to tell
-        # (its reader finds no job), and would only hold the runner's exit.
+        # Three tries, off the loop, with the ends that come meanwhile (``Notices``). A job
+        # whose folder is gone has nothing to tell (its reader finds no job), and would
+        # only hold the runner's exit.
         if job.notify_url and job.dir.is_dir():
-            self.spawn(asyncio.to_thread(notify, job.notify_url, job.dir.name, state))
+            self.spawn(self.notices.send(job.notify_url, job.dir.name, state))
 
     def killed_queued(self, job: Job) -> None:
         """End a queued job whose kill was asked. The starts not written yet are written

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
+from prometheus_client import REGISTRY
 
 from shared import callback_tokens
+from shared.executors.base import JobState
 from shared.store.transitions import decode
 from tests.support.gates import Gate
+from tests.support.net import free_port
 from tests.support.system import Api
 from tests.support.workflows import diamond, shell_action
 
@@ -129,3 +133,89 @@ async def test_a_signed_end_the_executor_cannot_confirm_gives_its_finish_lease_b
     assert (await system.db.actions.find_one({"_id": aid}))["finish_lease_at"] == 0.0
     gate.open()
     assert (await system.wait(plan["id"]))["state"] == "SUCCEEDED"
+
+
+def batch_total(outcome: str) -> float:
+    return REGISTRY.get_sample_value("pingo_callback_batches_total", {"outcome": outcome}) or 0.0
+
+
+async def post_batch(api: Api, body: object, raw: bytes | None = None) -> tuple[int, dict]:
+    assert api.http is not None
+    # Where the service listens (the jobs may have been given another base).
+    url = f"http://{api.settings.callback_host}:{api.settings.callback_port}/callback-batch"
+    async with api.http.post(url, json=body if raw is None else None, data=raw) as r:
+        return r.status, await r.json(content_type=None)
+
+
+# The poller too slow to matter; a slot for each job, so that all end together.
+@pytest.mark.settings(poll_interval=30.0, poll_max_interval=60.0, local_slots=12)
+async def test_jobs_ending_together_are_notified_in_one_batch_and_finished_once(system: Api, gate: Gate) -> None:
+    # Held at a gate, then let go at once: their ends come together to the job runner,
+    # which sends those that come while one call is in flight as one batch
+    # (docs/architecture.md, "The local job runner").
+    n = 12
+    actions = [shell_action(i, f"cb-batch-{i}", configurationParameters=gate.conf) for i in range(n)]
+    plan = await system.submit({"name": "ends-in-batches", "actions": actions})
+    before = batch_total("accepted")
+    deadline = time.monotonic() + 60
+    # Every job runs (its start notice came, a second in), waiting at the gate.
+    while any(a["state"] != "RUNNING" for a in (await system.workflow(plan["id"]))["actions"]):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.1)
+    gate.open()
+    # The services share this loop: held a moment, the callback service answers no call,
+    # so the first end's is in flight while the others come (as under load).
+    time.sleep(1.0)
+    wf = await system.wait(plan["id"], timeout=25)  # within the poll interval: the notices did it
+    assert wf["state"] == "SUCCEEDED"
+    assert batch_total("accepted") > before
+    async for doc in system.db.actions.find({"workflow_id": plan["id"]}):
+        assert [h["state"] for h in decode(doc)["history"]].count("FINISHED") == 1
+
+
+@pytest.mark.settings(poll_interval=30.0, poll_max_interval=60.0, callback_base_url=f"http://127.0.0.1:{free_port()}")
+async def test_a_batch_refuses_its_forged_and_unknown_entries_and_finishes_the_others(system: Api) -> None:
+    # The jobs' own notifications go nowhere and the poller is too slow to matter: the
+    # batches below are all that finishes them.
+    n = 4
+    plan = await system.submit({"name": "hostile-batch", "actions": [shell_action(i, f"hb-{i}") for i in range(n)]})
+    ids = [a["id"] for a in plan["actions"]]
+    jobs: dict[str, dict] = {}
+    deadline = time.monotonic() + 60
+    while len(jobs) < n:
+        assert time.monotonic() < deadline
+        for a in [d async for d in system.db.actions.find({"workflow_id": plan["id"], "job_id": {"$exists": True}})]:
+            if (await system.ctx.executor.status(a["job_id"])).state == JobState.SUCCEEDED:
+                jobs[a["_id"]] = a
+        await asyncio.sleep(0.1)
+    key = system.ctx.callback_key
+
+    def entry(aid: str, token: str | None = None) -> str:
+        doc = jobs[aid]
+        dataset = doc.get("hash") if doc.get("managed") else None
+        token = token or callback_tokens.sign(key, aid, dataset)
+        signed = f"&dataset={dataset}" if dataset else ""
+        return f"/callback/{aid}?secret={token}{signed}&jobId={doc['job_id']}&status=SUCCEEDED"
+
+    forged = entry(ids[0], callback_tokens.sign(b"another key", ids[0], jobs[ids[0]].get("hash")))
+    unknown = f"/callback/{plan['id']}.99?secret=x&jobId=j&status=SUCCEEDED"
+    status, body = await post_batch(system, [entry(ids[1]), forged, entry(ids[2]), unknown, entry(ids[3])])
+    # An unknown id and a forged token are answered alike: ids do not leak.
+    assert status == 200 and body["results"] == [200, 403, 200, 403, 200]
+    while sum([a["state"] == "FINISHED" for a in (await system.workflow(plan["id"]))["actions"]]) < n - 1:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    assert (await system.db.actions.find_one({"_id": ids[0]}))["state"] != "FINISHED"
+    # An older URL's entry (the action's stored secret) is checked against the store, as its GET.
+    older = f"/callback/{ids[0]}?secret={jobs[ids[0]]['secret']}&jobId={jobs[ids[0]]['job_id']}&status=SUCCEEDED"
+    assert (await post_batch(system, [older, unknown]))[1]["results"] == [200, 403]
+    assert (await system.wait(plan["id"], timeout=20))["state"] == "SUCCEEDED"
+
+    # A body too big, too many entries, or not a list of paths: refused whole, as a problem.
+    refused = batch_total("refused")
+    status, body = await post_batch(system, None, raw=b"[" + b'"x",' * (1 << 19) + b'"x"]')
+    assert status == 413 and body["status"] == 413
+    for bad in ([entry(ids[1])] * 1001, {"a": 1}, [1], ["http://elsewhere/callback/x?secret=y"], ["/other/x"]):
+        status, body = await post_batch(system, bad)
+        assert status == 422 and body["status"] == 422 and "secret" not in body["detail"]
+    assert batch_total("refused") == refused + 6
