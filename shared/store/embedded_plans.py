@@ -69,6 +69,15 @@ def _value_key(value: Any, values: list[Any]) -> Any:
     return UNSHAPED
 
 
+def _list_key(items: list[Any], values: list[Any]) -> list[Any] | None:
+    """Each item's ``_value_key``, or None for a list not shaped (too long, or holding a
+    value not shaped)."""
+    if len(items) > LONGEST_LIST:
+        return None
+    keys = [_value_key(item, values) for item in items]
+    return None if UNSHAPED in keys else keys
+
+
 def shape(query: Any) -> tuple[tuple[Any, ...], list[Any]] | None:
     """``query``'s shape and its values in order, or None if it is not shaped."""
     if type(query) is not dict:
@@ -84,10 +93,7 @@ def shape(query: Any) -> tuple[tuple[Any, ...], list[Any]] | None:
                 if op not in OPERATORS:
                     return None
                 if type(operand) is list:
-                    if len(operand) > LONGEST_LIST:
-                        return None
-                    items = [_value_key(item, values) for item in operand]
-                    if UNSHAPED in items:
+                    if (items := _list_key(operand, values)) is None:
                         return None
                     ops.append((op, "l", *items))
                 else:
@@ -99,10 +105,7 @@ def shape(query: Any) -> tuple[tuple[Any, ...], list[Any]] | None:
                 return None
             key.append((field, "d", *ops))
         elif type(condition) is list:
-            if len(condition) > LONGEST_LIST:
-                return None
-            items = [_value_key(item, values) for item in condition]
-            if UNSHAPED in items:
+            if (items := _list_key(condition, values)) is None:
                 return None
             key.append((field, "l", *items))
         else:

@@ -31,6 +31,7 @@ from shared.store.embedded_commits import CommittingHandler
 from shared.store.embedded_find_and_modify import read_found_document_once
 from shared.store.embedded_replies import reply_bson
 from shared.store.embedded_server import remember_id_column, share_projected_fields
+from tests.support.nx_handler import serve
 
 
 @pytest.fixture
@@ -261,11 +262,9 @@ def _served_traced(handler: NeoSQLiteHandler, commands: list[dict[str, Any]]) ->
     (bar its reads of SQLite's catalogue), and every table and index stored in the end."""
     replies, statements = [], []
     for i, body in enumerate(commands):
-        handler.get_database("pingo").db.set_trace_callback(statements.append)
-        msg = {"request_id": i, "sections": [("body", bson.decode(bson.encode(body)))], "_conn_id": "c"}
-        handle = handler.handle_insert if "insert" in body else handler.handle_command
-        _, reply = handle(msg)
-        replies.append(ResponseBuilder.build_op_msg_reply(request_id=i, response_to=i, document=reply))
+        reply, ran = serve(handler, i, body)
+        replies.append(reply)
+        statements += ran
     sql = handler.get_database("pingo").db
     schema = sql.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
     tables = [name for kind, name, _ in schema if kind == "table" and name != "sqlite_sequence"]

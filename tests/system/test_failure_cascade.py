@@ -10,18 +10,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from pymongo import AsyncMongoClient
 
-from shared.bus.memory import MemoryBus
 from shared.config import Settings
 from shared.executors.base import JobState, JobStatus
-from shared.executors.factory import make_executor
 from shared.lifecycle import ending
-from shared.lifecycle.ending import Outcomes
-from shared.lifecycle.moves import Mover
-from shared.storage import make_storage
 from shared.store.client import Store
-from tests.support.commands import Commands
+from tests.support.commands import counted_outcomes
 from tests.support.system import Api
 from tests.support.workflows import shell_action
 
@@ -87,20 +81,15 @@ async def test_a_failed_root_ends_every_descendant_and_in_bulk_at_a_cost_they_do
     """One by one, each descendant read and ended, a failed root of a 10,000-action chain
     took minutes of store commands. In bulk the root's end costs the same writes whatever
     is below it (within one write's worth of moves); only its reads' further batches grow."""
-    commands = Commands()
-    client: AsyncMongoClient = AsyncMongoClient(mongo_url, event_listeners=[commands])
-    store = Store(client=client, db=client[f"cascade_{uuid.uuid4().hex[:8]}"])
-    await store.ensure_indexes()
-    executor = make_executor(settings)
-    outcomes = Outcomes(store, make_storage(settings), Mover(store, MemoryBus(), "test"), executor, "test")
-    try:
+    async with counted_outcomes(settings, mongo_url, "cascade") as c:
+        store = c.store
         cost = {}
         for n in (10, 300):
             wf_id = await failed_fan(store, n, followed)
             root = await store.actions.find_one({"_id": f"{wf_id}.0"})
-            before = commands.sent
-            await outcomes.apply(root, JobStatus(state=JobState.FAILED, error="it broke"))
-            cost[n] = commands.sent - before
+            before = c.commands.sent
+            await c.outcomes.apply(root, JobStatus(state=JobState.FAILED, error="it broke"))
+            cost[n] = c.commands.sent - before
             states = {d["_id"]: (d["state"], d.get("error")) async for d in store.actions.find({"workflow_id": wf_id})}
             assert states.pop(root["_id"])[0] == "FAILED"
             assert set(states.values()) == {("KILLED", "upstream_failed")} and len(states) == n
@@ -109,7 +98,3 @@ async def test_a_failed_root_ends_every_descendant_and_in_bulk_at_a_cost_they_do
             assert cost[300] > cost[10] + 290, cost  # each descendant read and moved on its own
         else:
             assert cost[300] - cost[10] < 10, cost
-    finally:
-        await executor.close()
-        await client.drop_database(store.db.name)
-        await client.close()

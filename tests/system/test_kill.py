@@ -13,18 +13,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from pymongo import AsyncMongoClient
 
-from shared.bus.memory import MemoryBus
 from shared.config import Settings
 from shared.executors.base import JobState, JobStatus
-from shared.executors.factory import make_executor
-from shared.lifecycle.ending import Outcomes
-from shared.lifecycle.moves import Mover
-from shared.storage import make_storage
 from shared.store.client import Store
 from shared.store.transitions import decode
-from tests.support.commands import Commands
+from tests.support.commands import counted_outcomes
 from tests.support.processes import marked, spawning_action
 from tests.support.submitters import hold_submitter
 from tests.support.system import Api, make_settings
@@ -239,28 +233,19 @@ async def test_a_killed_root_ends_at_a_cost_its_descendants_do_not_change(settin
     its end read each of its 1,500 descendants, one command each, though the kill's bulk
     writes end them. The root's end now costs the same whatever it has below it, and the
     kill still ends everything."""
-    commands = Commands()
-    client: AsyncMongoClient = AsyncMongoClient(mongo_url, event_listeners=[commands])
-    store = Store(client=client, db=client[f"kill_{uuid.uuid4().hex[:8]}"])
-    await store.ensure_indexes()
-    executor = make_executor(settings)
-    outcomes = Outcomes(store, make_storage(settings), Mover(store, MemoryBus(), "test"), executor, "test")
-    try:
+    async with counted_outcomes(settings, mongo_url, "kill") as c:
+        store, outcomes = c.store, c.outcomes
         cost = {}
         for n in (10, 300):
             wf_id = await killed_fan(store, n)
             root = await store.actions.find_one({"_id": f"{wf_id}.0"})
-            before = commands.sent
+            before = c.commands.sent
             # Its job ended, stopped by the kill: the poller or its notification reports it so.
             await outcomes.apply(root, JobStatus(state=JobState.KILLED, error="killed on request"))
-            cost[n] = commands.sent - before
+            cost[n] = c.commands.sent - before
             assert (await store.actions.find_one({"_id": root["_id"]}))["state"] == "KILLED"
             # The kill's bulk writes end the rest, and the workflow with them.
             await outcomes.kill_workflow(wf_id)
             assert {d["state"] async for d in store.actions.find({"workflow_id": wf_id})} == {"KILLED"}
             assert (await store.workflows.find_one({"_id": wf_id}))["state"] == "KILLED"
         assert cost[300] == cost[10], cost
-    finally:
-        await executor.close()
-        await client.drop_database(store.db.name)
-        await client.close()

@@ -12,9 +12,9 @@ import pytest
 from neosqlite.collection.query_engine import QueryEngine
 from neosqlite.collection.query_helper._sql_updates import SqlUpdatesMixin
 from nx_27017.handler import NeoSQLiteHandler
-from nx_27017.wire_protocol import ResponseBuilder
 
 from shared.store.embedded_find_and_modify import read_found_document_once
+from tests.support.nx_handler import serve
 
 DB = {"$db": "pingo"}
 DOCUMENTS = [
@@ -37,11 +37,8 @@ def _served(folder: Path, commands: list[dict[str, Any]]) -> tuple[list[bytes], 
     handler = NeoSQLiteHandler("nx-27017.db", data_dir=str(folder), single_db_compat=False)
     replies, counts = [], []
     for i, body in enumerate(commands):
-        ran: list[str] = []
-        handler.get_database("pingo").db.set_trace_callback(ran.append)
-        msg = {"request_id": i, "sections": [("body", bson.decode(bson.encode(body)))], "_conn_id": "c"}
-        _, reply = (handler.handle_insert if "insert" in body else handler.handle_command)(msg)
-        replies.append(ResponseBuilder.build_op_msg_reply(request_id=i, response_to=i, document=reply))
+        reply, ran = serve(handler, i, body)
+        replies.append(reply)
         counts.append(len(ran))
     rows = list(handler.get_database("pingo").db.execute("SELECT * FROM things ORDER BY id"))
     handler.close_all()

@@ -17,12 +17,12 @@ from neosqlite.collection.index_manager import IndexManager
 from neosqlite.collection.query_helper._sql_query_builder import SqlQueryBuilderMixin
 from neosqlite.collection.sql_translator_unified import SQLTranslator
 from nx_27017.handler import NeoSQLiteHandler
-from nx_27017.wire_protocol import ResponseBuilder
 
 from shared.store import embedded_plans
 from shared.store.embedded_catalogue import CATALOGUE, remember_catalogue
 from shared.store.embedded_plans import reuse_translations, shape
 from shared.store.embedded_server import remember_id_column
+from tests.support.nx_handler import serve
 
 DB = {"$db": "pingo"}
 HEX = "0123456789abcdef01234567"  # an ObjectId's hex: neosqlite normalises it as an _id
@@ -82,11 +82,8 @@ def _served(folder: Path, commands: list[dict[str, Any]]) -> tuple[list[bytes], 
     statements: list[list[str]] = []
     plans = 0
     for i, body in enumerate(commands):
-        ran: list[str] = []
-        handler.get_database("pingo").db.set_trace_callback(ran.append)
-        msg = {"request_id": i, "sections": [("body", bson.decode(bson.encode(body)))], "_conn_id": "c"}
-        _, reply = (handler.handle_insert if "insert" in body else handler.handle_command)(msg)
-        replies.append(ResponseBuilder.build_op_msg_reply(request_id=i, response_to=i, document=reply))
+        reply, ran = serve(handler, i, body)
+        replies.append(reply)
         statements.append(ran)
         catalogue = handler.get_database("pingo").__dict__.get(CATALOGUE)
         plans = max(plans, len(catalogue.plans) if catalogue else 0)
