@@ -90,30 +90,26 @@ def shape(query: Any) -> tuple[tuple[Any, ...], list[Any]] | None:
         if type(condition) is dict:
             ops: list[Any] = []
             for op, operand in condition.items():
-                if op not in OPERATORS:
+                if op not in OPERATORS or (part := _operand_key(operand, values)) is None:
                     return None
-                if type(operand) is list:
-                    if (items := _list_key(operand, values)) is None:
-                        return None
-                    ops.append((op, "l", *items))
-                else:
-                    item = _value_key(operand, values)
-                    if item is UNSHAPED:
-                        return None
-                    ops.append((op, item))
+                ops.append((op, *part))
             if not ops:
                 return None
             key.append((field, "d", *ops))
-        elif type(condition) is list:
-            if (items := _list_key(condition, values)) is None:
-                return None
-            key.append((field, "l", *items))
+        elif (part := _operand_key(condition, values)) is None:
+            return None
         else:
-            item = _value_key(condition, values)
-            if item is UNSHAPED:
-                return None
-            key.append((field, item))
+            key.append((field, *part))
     return tuple(key), values
+
+
+def _operand_key(operand: Any, values: list[Any]) -> tuple[Any, ...] | None:
+    """A list's ``("l", *its items' keys)`` or a value's ``(its key,)``; None if not shaped."""
+    if type(operand) is list:
+        items = _list_key(operand, values)
+        return None if items is None else ("l", *items)
+    item = _value_key(operand, values)
+    return None if item is UNSHAPED else (item,)
 
 
 def plan_of(where: str | None, params: list[Any], values: list[Any]) -> Plan | None:
