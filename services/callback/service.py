@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import secrets
-import urllib.parse
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from aiohttp import web
 
-from shared import callback_tokens, logs, problems
+from shared import callback_batches, callback_tokens, logs, problems
 from shared.connections import CappedRunner
 from shared.executors.base import JobState
 from shared.lifecycle.polling import Poller
@@ -40,12 +38,6 @@ JOB_ID_WAIT_FIRST = 0.005
 # What a job's notification says when it ended (its ``status``): only those are finished
 # from a signed notification without reading the action first.
 ENDED_STATES = frozenset(s.value for s in (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED))
-# A batch of notifications (``POST /callback-batch``, a job runner's ends that came
-# together): at most this many, in at most this many bytes.
-BATCH_MAX = 1000
-BATCH_MAX_BYTES = 1 << 20
-# Each entry is what its GET would have asked: /callback/<action id>?<query>.
-_PREFIX = "/callback/"
 
 
 class CallbackService:
@@ -69,7 +61,7 @@ class CallbackService:
     def app(self) -> web.Application:
         app = web.Application(middlewares=[problems.middleware])  # errors as RFC 9457 problems
         app.router.add_route("*", "/callback/{action_id}", self.on_callback)
-        app.router.add_post("/callback-batch", self.on_batch)
+        app.router.add_post(callback_batches.BATCH_PATH, self.on_batch)
         app.router.add_get("/healthz", health)
         return app
 
@@ -104,8 +96,8 @@ class CallbackService:
         body = await read_capped(request)
         if body is None:
             CALLBACK_BATCHES.labels("refused").inc()
-            return problems.problem(413, f"a batch takes at most {BATCH_MAX_BYTES} bytes")
-        entries = parse_batch(body)
+            return problems.problem(413, f"a batch takes at most {callback_batches.BATCH_MAX_BYTES} bytes")
+        entries = callback_batches.parse(body)
         if isinstance(entries, str):
             CALLBACK_BATCHES.labels("refused").inc()
             return problems.problem(422, entries, type=problems.MALFORMED_BODY)
@@ -220,36 +212,12 @@ class CallbackService:
 
 
 async def read_capped(request: web.Request) -> bytes | None:
-    """The request's body, or None if it is over ``BATCH_MAX_BYTES``."""
-    if (request.content_length or 0) > BATCH_MAX_BYTES:
+    """The request's body, or None if it is over ``callback_batches.BATCH_MAX_BYTES``."""
+    if (request.content_length or 0) > callback_batches.BATCH_MAX_BYTES:
         return None
     body = bytearray()
     async for chunk in request.content.iter_any():
         body += chunk
-        if len(body) > BATCH_MAX_BYTES:
+        if len(body) > callback_batches.BATCH_MAX_BYTES:
             return None
     return bytes(body)
-
-
-def parse_batch(body: bytes) -> list[tuple[str, dict[str, str]]] | str:
-    """A batch's entries as (action id, query: each parameter's first value), or what is
-    wrong with it."""
-    try:
-        entries = json.loads(body)
-    except ValueError:
-        return "the body is not JSON"
-    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
-        return "the body must be a JSON list of notification paths (/callback/<action id>?<query>)"
-    if len(entries) > BATCH_MAX:
-        return f"a batch takes at most {BATCH_MAX} notifications"
-    parsed: list[tuple[str, dict[str, str]]] = []
-    for entry in entries:
-        parts = urllib.parse.urlsplit(entry)
-        action_id = urllib.parse.unquote(parts.path.removeprefix(_PREFIX))
-        if parts.scheme or parts.netloc or not parts.path.startswith(_PREFIX) or not action_id or "/" in action_id:
-            return "each notification is a path /callback/<action id>?<query>"
-        query: dict[str, str] = {}
-        for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
-            query.setdefault(name, value)
-        parsed.append((action_id, query))
-    return parsed

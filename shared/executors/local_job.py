@@ -38,6 +38,7 @@ import traceback
 import urllib.parse
 from pathlib import Path
 
+from shared.callback_batches import BATCH_MAX, BATCH_PATH, CALLBACK_PATH, entry
 from shared.executors import process_tree, sandbox
 
 
@@ -225,11 +226,6 @@ class Notifier:
 
 
 NOTIFIER = Notifier()
-# Where a callback service takes many notifications in one request, and how many at most
-# (services/callback/service.py, ``on_batch``).
-BATCH_PATH = "/callback-batch"
-BATCH_MAX = 1000
-CALLBACK_PATH = "/callback/"
 
 
 def notice_target(url: str, job_id: str, state: str) -> str:
@@ -266,12 +262,6 @@ def call(target: str) -> None:
         except Exception:
             pass
         time.sleep(0.5 * (attempt + 1))
-
-
-def entry(target: str, cut: int) -> str:
-    """A batch's entry: the path (from ``/callback/``) and query its GET would have asked."""
-    parts = urllib.parse.urlsplit(target)
-    return parts.path[cut:] + (f"?{parts.query}" if parts.query else "")
 
 
 def notify_all(targets: list[str]) -> None:
